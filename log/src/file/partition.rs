@@ -1,0 +1,468 @@
+//! One partition of a FileLog: its segments, and the writer that group-commits appends.
+//!
+//! Group commit: an append queues its records and waits. One flusher at a time (a blocking
+//! thread) takes everything queued, frames it, writes it with one `write` and makes it durable
+//! with one `fdatasync`, then answers every waiter. Appends that arrive meanwhile form the next
+//! group. Because writers that were answered together come back together, the flusher waits a
+//! short, bounded moment (at most half the last sync's duration, capped by
+//! `group_commit_max_wait`) for the queue to reach the size of the previous group; without that,
+//! closed-loop writers settle into alternating half-size groups.
+//!
+//! A failed write or sync poisons the partition: the page cache can no longer be trusted, so
+//! every later append fails until the log is reopened and recovers from what is on disk.
+
+use std::{
+    collections::BTreeMap,
+    fs::{File, OpenOptions},
+    io::Read,
+    ops::Range,
+    os::unix::fs::FileExt,
+    path::{Path, PathBuf},
+    sync::{
+        Arc, Condvar, Mutex, MutexGuard,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use parking_lot::RwLock;
+use tokio::sync::oneshot;
+
+use super::{
+    FileLogOptions,
+    format::{self, HEADER_LEN, SegmentHeader},
+    segment::{self, Segment},
+    sync_dir,
+};
+use crate::{
+    Envelope, PartitionId,
+    error::{Error, Result},
+    watermarks::Watermarks,
+};
+
+/// The file in a partition directory holding the partition's full name.
+pub(crate) const NAME_FILE: &str = "NAME";
+
+type Reply = oneshot::Sender<Result<Range<u64>>>;
+
+struct Pending {
+    records: Vec<Vec<u8>>,
+    reply: Reply,
+}
+
+#[derive(Default)]
+struct Queue {
+    pending: Vec<Pending>,
+    flushing: bool,
+    poisoned: Option<String>,
+    last_group: usize,
+    last_sync: Duration,
+}
+
+/// The segment being appended to. Only the flusher touches it.
+struct Active {
+    segment: Arc<Segment>,
+    len: u64,
+    next_offset: u64,
+}
+
+pub(crate) struct Partition {
+    pub id: PartitionId,
+    pub dir: PathBuf,
+    options: FileLogOptions,
+    watermarks: Arc<Watermarks>,
+    segments: RwLock<BTreeMap<u64, Arc<Segment>>>,
+    queue: Mutex<Queue>,
+    arrivals: Condvar,
+    active: parking_lot::Mutex<Active>,
+    /// One past the last durable offset.
+    durable: AtomicU64,
+}
+
+impl std::fmt::Debug for Partition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Partition")
+            .field("id", &self.id)
+            .field("dir", &self.dir)
+            .field("high_water_mark", &self.high_water_mark())
+            .finish()
+    }
+}
+
+impl Partition {
+    /// Creates the directory of a new, empty partition under `parent`, atomically: it is built
+    /// under a temporary name and renamed into place.
+    pub(crate) fn create(
+        parent: &Path,
+        dir_name: &str,
+        id: PartitionId,
+        options: FileLogOptions,
+        watermarks: Arc<Watermarks>,
+    ) -> Result<Partition> {
+        let dir = parent.join(dir_name);
+        let tmp = parent.join(format!("{dir_name}.tmp"));
+        if tmp.exists() {
+            std::fs::remove_dir_all(&tmp).map_err(Error::io(&tmp))?;
+        }
+        std::fs::create_dir(&tmp).map_err(Error::io(&tmp))?;
+        let name_path = tmp.join(NAME_FILE);
+        std::fs::write(&name_path, id.as_str()).map_err(Error::io(&name_path))?;
+        File::open(&name_path)
+            .and_then(|f| f.sync_all())
+            .map_err(Error::io(&name_path))?;
+        create_segment_file(&tmp, 0)?;
+        sync_dir(&tmp)?;
+        std::fs::rename(&tmp, &dir).map_err(Error::io(&dir))?;
+        sync_dir(parent)?;
+        Self::open(dir, id, options, watermarks)
+    }
+
+    /// Opens a partition directory: checks every segment header, and scans the last segment,
+    /// truncating a torn or corrupt tail.
+    pub(crate) fn open(
+        dir: PathBuf,
+        id: PartitionId,
+        options: FileLogOptions,
+        watermarks: Arc<Watermarks>,
+    ) -> Result<Partition> {
+        let mut bases = Vec::new();
+        for entry in std::fs::read_dir(&dir).map_err(Error::io(&dir))? {
+            let entry = entry.map_err(Error::io(&dir))?;
+            if let Some(base) = entry
+                .file_name()
+                .to_str()
+                .and_then(segment::parse_file_name)
+            {
+                bases.push(base);
+            }
+        }
+        bases.sort_unstable();
+        if bases.is_empty() {
+            create_segment_file(&dir, 0)?;
+            sync_dir(&dir)?;
+            bases.push(0);
+        }
+        let mut segments = BTreeMap::new();
+        for pair in bases.windows(2) {
+            let (base, next) = (pair[0], pair[1]);
+            let path = dir.join(segment::file_name(base));
+            let file = File::open(&path).map_err(Error::io(&path))?;
+            check_header(&path, &file, base)?;
+            let len = file.metadata().map_err(Error::io(&path))?.len();
+            segments.insert(base, Arc::new(Segment::sealed(base, path, file, len, next)));
+        }
+        let last_base = *bases.last().unwrap_or(&0);
+        let active = open_active(&dir, &id, last_base)?;
+        let next_offset = active.next_offset;
+        segments.insert(last_base, active.segment.clone());
+        watermarks.publish(&id, next_offset);
+        Ok(Partition {
+            id,
+            dir,
+            options,
+            watermarks,
+            segments: RwLock::new(segments),
+            queue: Mutex::new(Queue::default()),
+            arrivals: Condvar::new(),
+            active: parking_lot::Mutex::new(active),
+            durable: AtomicU64::new(next_offset),
+        })
+    }
+
+    pub(crate) fn high_water_mark(&self) -> u64 {
+        self.durable.load(Ordering::Acquire)
+    }
+
+    /// Queues `records` for the next group commit; the receiver resolves once they are durable.
+    pub(crate) fn append(
+        self: &Arc<Self>,
+        records: Vec<Vec<u8>>,
+    ) -> Result<oneshot::Receiver<Result<Range<u64>>>> {
+        let (reply, receiver) = oneshot::channel();
+        let mut queue = self.lock_queue();
+        if let Some(cause) = &queue.poisoned {
+            return Err(Error::Poisoned {
+                partition: self.id.to_string(),
+                cause: cause.clone(),
+            });
+        }
+        queue.pending.push(Pending { records, reply });
+        if queue.flushing {
+            self.arrivals.notify_one();
+        } else {
+            queue.flushing = true;
+            let partition = Arc::clone(self);
+            tokio::task::spawn_blocking(move || partition.flush_loop());
+        }
+        Ok(receiver)
+    }
+
+    /// Refuses every later append (the partition was deleted).
+    pub(crate) fn retire(&self) {
+        self.lock_queue().poisoned = Some("the partition was deleted".to_owned());
+    }
+
+    /// Reads durable events from `from` on, at most `max` of them.
+    pub(crate) fn read(&self, from: u64, max: usize) -> Result<Vec<Envelope>> {
+        let high_water_mark = self.high_water_mark();
+        if from > high_water_mark {
+            return Err(Error::OffsetOutOfRange {
+                partition: self.id.to_string(),
+                offset: from,
+                high_water_mark,
+            });
+        }
+        let mut out = Vec::new();
+        if from == high_water_mark || max == 0 {
+            return Ok(out);
+        }
+        let segments: Vec<Arc<Segment>> = {
+            let segments = self.segments.read();
+            let first = segments
+                .range(..=from)
+                .next_back()
+                .map_or(0, |(&base, _)| base);
+            segments.range(first..).map(|(_, s)| s.clone()).collect()
+        };
+        for segment in segments {
+            if out.len() >= max || segment.base >= high_water_mark {
+                break;
+            }
+            if segment.end_offset() <= from {
+                continue;
+            }
+            segment.read_into(&self.id, from.max(segment.base), max, &mut out)?;
+        }
+        out.retain(|event| event.offset < high_water_mark);
+        Ok(out)
+    }
+
+    fn lock_queue(&self) -> MutexGuard<'_, Queue> {
+        // A panic while holding the lock cannot leave the queue inconsistent: every field is
+        // updated by a single assignment.
+        self.queue
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    fn flush_loop(&self) {
+        loop {
+            let group = {
+                let mut queue = self.lock_queue();
+                if !queue.pending.is_empty() && queue.pending.len() < queue.last_group {
+                    let window = (queue.last_sync / 2).min(self.options.group_commit_max_wait);
+                    let deadline = Instant::now() + window;
+                    while queue.pending.len() < queue.last_group {
+                        let now = Instant::now();
+                        if now >= deadline {
+                            break;
+                        }
+                        queue = self
+                            .arrivals
+                            .wait_timeout(queue, deadline - now)
+                            .unwrap_or_else(|poison| poison.into_inner())
+                            .0;
+                    }
+                }
+                if queue.pending.is_empty() {
+                    queue.flushing = false;
+                    return;
+                }
+                queue.last_group = queue.pending.len();
+                std::mem::take(&mut queue.pending)
+            };
+            let started = Instant::now();
+            match self.write_group(&group) {
+                Ok(ranges) => {
+                    self.lock_queue().last_sync = started.elapsed();
+                    self.watermarks.publish(&self.id, self.high_water_mark());
+                    for (pending, range) in group.into_iter().zip(ranges) {
+                        // A waiter that went away no longer needs its answer.
+                        let _ = pending.reply.send(Ok(range));
+                    }
+                }
+                Err(error) => {
+                    tracing::error!(partition = %self.id, %error, "log write failed; partition poisoned");
+                    let cause = error.to_string();
+                    let mut queue = self.lock_queue();
+                    queue.poisoned = Some(cause.clone());
+                    queue.flushing = false;
+                    let refused = std::mem::take(&mut queue.pending);
+                    drop(queue);
+                    for pending in group.into_iter().chain(refused) {
+                        let _ = pending.reply.send(Err(Error::Poisoned {
+                            partition: self.id.to_string(),
+                            cause: cause.clone(),
+                        }));
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    fn write_group(&self, group: &[Pending]) -> Result<Vec<Range<u64>>> {
+        let mut active = self.active.lock();
+        let total: usize = group.iter().map(|p| format::frame_len(&p.records)).sum();
+        if active.len > HEADER_LEN as u64 && active.len + total as u64 > self.options.segment_bytes
+        {
+            self.roll(&mut active)?;
+        }
+        let mut buf = Vec::with_capacity(total);
+        let mut frames = Vec::with_capacity(group.len());
+        let mut ranges = Vec::with_capacity(group.len());
+        let mut offset = active.next_offset;
+        for pending in group {
+            frames.push((offset, active.len + buf.len() as u64));
+            format::encode_frame(&mut buf, offset, &pending.records);
+            let end = offset + pending.records.len() as u64;
+            ranges.push(offset..end);
+            offset = end;
+        }
+        let segment = active.segment.clone();
+        let file = segment.file();
+        file.write_all_at(&buf, active.len)
+            .map_err(Error::io(&segment.path))?;
+        file.sync_data().map_err(Error::io(&segment.path))?;
+        active.len += buf.len() as u64;
+        active.next_offset = offset;
+        segment.extend(&frames, active.len, offset);
+        self.durable.store(offset, Ordering::Release);
+        Ok(ranges)
+    }
+
+    /// Seals the active segment and starts a new one at the next offset.
+    fn roll(&self, active: &mut Active) -> Result<()> {
+        let base = active.next_offset;
+        let path = create_segment_file(&self.dir, base)?;
+        sync_dir(&self.dir)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(Error::io(&path))?;
+        let segment = Arc::new(Segment::scanned(
+            base,
+            path,
+            file,
+            [],
+            HEADER_LEN as u64,
+            base,
+        ));
+        self.segments.write().insert(base, segment.clone());
+        *active = Active {
+            segment,
+            len: HEADER_LEN as u64,
+            next_offset: base,
+        };
+        tracing::debug!(partition = %self.id, base, "rolled log segment");
+        Ok(())
+    }
+}
+
+/// Creates a segment file holding only its header, durably.
+fn create_segment_file(dir: &Path, base: u64) -> Result<PathBuf> {
+    let path = dir.join(segment::file_name(base));
+    let header = SegmentHeader {
+        base_offset: base,
+        created_ms: now_ms(),
+    };
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .map_err(Error::io(&path))?;
+    file.write_all_at(&header.encode(), 0)
+        .and_then(|()| file.sync_all())
+        .map_err(Error::io(&path))?;
+    Ok(path)
+}
+
+fn check_header(path: &Path, file: &File, base: u64) -> Result<()> {
+    let header = Segment::read_header(path, file)?;
+    if header.base_offset != base {
+        return Err(Error::Corrupt {
+            path: path.to_owned(),
+            position: 0,
+            reason: format!(
+                "header says base offset {}, file name says {base}",
+                header.base_offset
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Opens the last segment for appending: recovers a header that a crash tore while the segment
+/// was being created, and truncates a torn or corrupt tail of frames.
+fn open_active(dir: &Path, id: &PartitionId, base: u64) -> Result<Active> {
+    let path = dir.join(segment::file_name(base));
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(Error::io(&path))?;
+    let len = file.metadata().map_err(Error::io(&path))?.len();
+    if let Err(error) = check_header(&path, &file, base) {
+        // Frames are written only after the header is durable, so a file no longer than its
+        // header holds no acknowledged event: it is a segment whose creation a crash cut short.
+        if len > HEADER_LEN as u64 {
+            return Err(error);
+        }
+        tracing::warn!(partition = %id, path = %path.display(), "rewriting a torn segment header");
+        drop(file);
+        create_segment_file(dir, base)?;
+        file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(Error::io(&path))?;
+    }
+    let mut buf = Vec::new();
+    (&file).read_to_end(&mut buf).map_err(Error::io(&path))?;
+    let frames_buf = buf.get(HEADER_LEN..).unwrap_or(&[]);
+    let scan = format::scan_frames(frames_buf, base);
+    let valid_len = (HEADER_LEN + scan.valid_len) as u64;
+    if let Some(reason) = &scan.stopped {
+        tracing::warn!(
+            partition = %id,
+            path = %path.display(),
+            position = valid_len,
+            dropped_bytes = buf.len() as u64 - valid_len,
+            reason = %reason,
+            "truncating the torn tail of a log segment"
+        );
+        file.set_len(valid_len)
+            .and_then(|()| file.sync_all())
+            .map_err(Error::io(&path))?;
+    }
+    let next_offset = scan
+        .frames
+        .last()
+        .map_or(base, |(_, body)| body.end_offset());
+    let frames = scan
+        .frames
+        .iter()
+        .map(|(at, body)| (body.base_offset, (HEADER_LEN + at) as u64));
+    let segment = Arc::new(Segment::scanned(
+        base,
+        path,
+        file,
+        frames,
+        valid_len,
+        next_offset,
+    ));
+    Ok(Active {
+        segment,
+        len: valid_len,
+        next_offset,
+    })
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

@@ -1,0 +1,28 @@
+//! `strata-log`: the commit log every strata write and catalog change is appended to.
+//!
+//! - [`event`]: the event schema (protobuf; public API for downstream consumers).
+//! - [`CommitLog`]: the trait every backend implements, with the guarantees callers rely on.
+//! - [`FileLog`]: the embedded default, a directory of CRC-framed segment files per partition
+//!   with group commit (byte layout in FORMAT.md).
+//! - [`MemoryLog`]: the same contract in memory, for unit tests.
+//! - [`fence`]: the leader-epoch rule that makes a deposed leader's writes void on any backend.
+//!
+//! This crate knows nothing about tables' contents or HTTP.
+
+mod commit_log;
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
+mod error;
+pub mod event;
+pub mod fence;
+mod file;
+mod memory;
+mod partition;
+mod watermarks;
+
+pub use commit_log::{CommitLog, EventStream, tail};
+pub use error::{Error, Result};
+pub use event::{Envelope, LeaderEpoch, envelope};
+pub use file::{FileLog, FileLogOptions};
+pub use memory::MemoryLog;
+pub use partition::{MAX_PARTITION_NAME, PartitionId};
