@@ -1,1 +1,28 @@
+//! `strata-projections`: state derived from the commit log.
+//!
+//! - [`Projection`]: apply a batch of events, checkpoint atomically with the projection's own
+//!   state, give a read snapshot.
+//! - [`Projector`]: the runtime that catches a projection up from its checkpoint and follows its
+//!   partition, with leader-epoch fencing.
+//! - [`control`] and [`catalog`]: accounts, keys and databases; the tables of each database; both
+//!   kept in the node's [`StateStore`] (sled).
+//! - [`schema`]: the column type grammar and its Arrow types.
+//!
+//! Projections can always be thrown away and rebuilt by replaying the log. Nothing here knows
+//! about HTTP.
 
+pub mod catalog;
+pub mod control;
+mod error;
+mod projection;
+mod runtime;
+pub mod schema;
+mod store;
+
+pub use error::{Error, Result};
+pub use projection::{Checkpoint, Projection};
+pub use runtime::Projector;
+pub use store::StateStore;
+
+#[cfg(test)]
+mod runtime_tests;

@@ -1,0 +1,289 @@
+//! The catalog projection of one database: its tables, from `<account>/<database>/_catalog`.
+//!
+//! Kept in the tree `catalog/<database id>`, so a database deleted and created again under the
+//! same name starts from an empty catalog, and purging drops the tree whole.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use serde::{Deserialize, Serialize};
+use strata_log::{Envelope, PartitionId, envelope::Body};
+
+use crate::{
+    error::{Error, Result},
+    projection::{Checkpoint, Projection},
+    schema::ColumnType,
+    store::{self, StateStore, Writes},
+};
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ColumnDef {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub data_type: ColumnType,
+    pub nullable: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VectorMetric {
+    Cosine,
+    L2,
+    Dot,
+}
+
+impl VectorMetric {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            VectorMetric::Cosine => "cosine",
+            VectorMetric::L2 => "l2",
+            VectorMetric::Dot => "dot",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<VectorMetric> {
+        match text {
+            "cosine" => Some(VectorMetric::Cosine),
+            "l2" => Some(VectorMetric::L2),
+            "dot" => Some(VectorMetric::Dot),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableDef {
+    pub name: String,
+    /// Unique per incarnation of the name.
+    pub id: String,
+    pub columns: Vec<ColumnDef>,
+    pub fts_columns: Vec<String>,
+    pub exact_columns: Vec<String>,
+    pub vector_column: Option<String>,
+    pub vector_metric: Option<VectorMetric>,
+    /// The table's rows are the events of its partition from this offset on.
+    pub start_offset: u64,
+    pub created_at_micros: i64,
+}
+
+impl TableDef {
+    /// The definition a `TableCreated` event describes.
+    pub fn from_event(
+        created: &strata_log::event::TableCreated,
+        created_at_micros: i64,
+    ) -> Result<TableDef> {
+        let corrupt = |reason: String| Error::Corrupt {
+            key: format!("table {}", created.name),
+            reason,
+        };
+        let columns = created
+            .columns
+            .iter()
+            .map(|column| {
+                Ok(ColumnDef {
+                    name: column.name.clone(),
+                    data_type: column.r#type.parse()?,
+                    nullable: column.nullable,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let vector_metric = match created.vector_metric.as_str() {
+            "" => None,
+            text => Some(
+                VectorMetric::parse(text)
+                    .ok_or_else(|| corrupt(format!("unknown vector metric {text:?}")))?,
+            ),
+        };
+        Ok(TableDef {
+            name: created.name.clone(),
+            id: created.table_id.clone(),
+            columns,
+            fts_columns: created.fts_columns.clone(),
+            exact_columns: created.exact_columns.clone(),
+            vector_column: (!created.vector_column.is_empty())
+                .then(|| created.vector_column.clone()),
+            vector_metric,
+            start_offset: created.start_offset,
+            created_at_micros,
+        })
+    }
+
+    pub fn column(&self, name: &str) -> Option<&ColumnDef> {
+        self.columns.iter().find(|c| c.name == name)
+    }
+}
+
+/// The tables of one database, as of some offset of its catalog partition.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CatalogState {
+    pub tables: BTreeMap<String, Arc<TableDef>>,
+}
+
+/// The projection of one database's catalog partition.
+pub struct CatalogProjection {
+    partition: PartitionId,
+    tree: sled::Tree,
+    state: Arc<CatalogState>,
+    checkpoint: Checkpoint,
+}
+
+impl CatalogProjection {
+    /// The name of the store tree of a database incarnation.
+    pub fn tree_name(database_id: &str) -> String {
+        format!("catalog/{database_id}")
+    }
+
+    /// Loads the catalog of database `database_id` (`account`/`database`). Blocking.
+    pub fn open(
+        store: &StateStore,
+        account: &str,
+        database: &str,
+        database_id: &str,
+    ) -> Result<CatalogProjection> {
+        let tree = store.tree(&Self::tree_name(database_id))?;
+        let mut state = CatalogState::default();
+        for table in store::scan::<TableDef>(&tree, "t/")? {
+            state.tables.insert(table.name.clone(), Arc::new(table));
+        }
+        let checkpoint = store::load_checkpoint(&tree)?;
+        Ok(CatalogProjection {
+            partition: PartitionId::catalog(account, database),
+            tree,
+            state: Arc::new(state),
+            checkpoint,
+        })
+    }
+}
+
+impl Projection for CatalogProjection {
+    type Snapshot = Arc<CatalogState>;
+
+    fn partition(&self) -> &PartitionId {
+        &self.partition
+    }
+
+    fn checkpoint(&self) -> Checkpoint {
+        self.checkpoint
+    }
+
+    fn apply(&mut self, events: &[Envelope], checkpoint: Checkpoint) -> Result<()> {
+        let mut next = (*self.state).clone();
+        let mut writes = Writes::default();
+        for event in events {
+            match &event.body {
+                Some(Body::TableCreated(created)) => {
+                    let table = TableDef::from_event(created, event.timestamp_micros)?;
+                    writes.put(&format!("t/{}", table.name), &table)?;
+                    next.tables.insert(table.name.clone(), Arc::new(table));
+                }
+                Some(Body::TableDropped(dropped))
+                    if next
+                        .tables
+                        .get(&dropped.name)
+                        .is_some_and(|t| t.id == dropped.table_id) =>
+                {
+                    next.tables.remove(&dropped.name);
+                    writes.delete(&format!("t/{}", dropped.name));
+                }
+                _ => {}
+            }
+        }
+        writes.commit(&self.tree, checkpoint)?;
+        self.state = Arc::new(next);
+        self.checkpoint = checkpoint;
+        Ok(())
+    }
+
+    fn snapshot(&self) -> Arc<CatalogState> {
+        self.state.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use strata_log::event::{Column, TableCreated, TableDropped};
+
+    use super::*;
+
+    fn created(name: &str, id: &str) -> Envelope {
+        Envelope {
+            body: Some(Body::TableCreated(TableCreated {
+                name: name.into(),
+                table_id: id.into(),
+                columns: vec![
+                    Column {
+                        name: "title".into(),
+                        r#type: "utf8".into(),
+                        nullable: false,
+                    },
+                    Column {
+                        name: "embedding".into(),
+                        r#type: "vector<float32,3>".into(),
+                        nullable: true,
+                    },
+                ],
+                fts_columns: vec!["title".into()],
+                exact_columns: vec![],
+                vector_column: "embedding".into(),
+                vector_metric: "l2".into(),
+                start_offset: 5,
+            })),
+            ..Default::default()
+        }
+    }
+
+    fn dropped(name: &str, id: &str) -> Envelope {
+        Envelope {
+            body: Some(Body::TableDropped(TableDropped {
+                name: name.into(),
+                table_id: id.into(),
+            })),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn tables_come_and_go_and_survive_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = StateStore::open(dir.path()).unwrap();
+            let mut catalog = CatalogProjection::open(&store, "a", "db", "dbid").unwrap();
+            let events = [
+                created("docs", "t1"),
+                created("gone", "t2"),
+                dropped("gone", "t2"),
+                created("gone", "t3"),
+                // A replayed drop of the first incarnation leaves the second alone.
+                dropped("gone", "t2"),
+            ];
+            catalog
+                .apply(
+                    &events,
+                    Checkpoint {
+                        next_offset: 5,
+                        epoch: 0,
+                    },
+                )
+                .unwrap();
+            store.flush().unwrap();
+        }
+        let store = StateStore::open(dir.path()).unwrap();
+        let catalog = CatalogProjection::open(&store, "a", "db", "dbid").unwrap();
+        assert_eq!(catalog.checkpoint().next_offset, 5);
+        let state = catalog.snapshot();
+        assert_eq!(
+            state.tables.keys().collect::<Vec<_>>(),
+            vec!["docs", "gone"]
+        );
+        assert_eq!(state.tables["gone"].id, "t3");
+        let docs = &state.tables["docs"];
+        assert_eq!(docs.vector_metric, Some(VectorMetric::L2));
+        assert_eq!(docs.start_offset, 5);
+        assert_eq!(
+            docs.column("embedding").unwrap().data_type,
+            ColumnType::Vector { dim: 3 }
+        );
+        // Another incarnation of the database sees none of it.
+        let other = CatalogProjection::open(&store, "a", "db", "dbid2").unwrap();
+        assert!(other.snapshot().tables.is_empty());
+    }
+}

@@ -1,0 +1,212 @@
+//! The projector runtime: drives one projection from its checkpoint along its partition.
+//!
+//! [`Projector::start`] replays the log from the projection's checkpoint up to the partition's
+//! current end before it returns, so a node never serves state older than its log. A task then
+//! follows the partition's tail, applies each batch (fenced by leader epoch) on a blocking
+//! thread, and publishes the new snapshot. Writers wait with [`Projector::wait_for`] until their
+//! own event is applied, which gives read-your-writes.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use strata_log::{
+    CommitLog, Envelope, PartitionId,
+    fence::{EpochFence, Verdict},
+};
+use tokio::{sync::watch, task::JoinHandle};
+
+use crate::{
+    error::{Error, Result},
+    projection::{Checkpoint, Projection},
+};
+
+/// Events applied per batch while catching up.
+const CATCH_UP_BATCH: usize = 1024;
+/// Events applied per batch while following the tail.
+const TAIL_BATCH: usize = 256;
+
+#[derive(Clone)]
+struct Applied<S> {
+    checkpoint: Checkpoint,
+    snapshot: S,
+    failure: Option<Arc<str>>,
+}
+
+/// A running projection: its latest snapshot, and a task following its partition.
+pub struct Projector<S> {
+    partition: PartitionId,
+    applied: watch::Receiver<Applied<S>>,
+    task: JoinHandle<()>,
+}
+
+impl<S> std::fmt::Debug for Projector<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Projector")
+            .field("partition", &self.partition)
+            .field("checkpoint", &self.applied.borrow().checkpoint)
+            .finish()
+    }
+}
+
+impl<S> Drop for Projector<S> {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl<S: Clone + Send + Sync + 'static> Projector<S> {
+    /// Catches `projection` up with the end of its partition, then follows it in the background.
+    pub async fn start<P>(log: Arc<dyn CommitLog>, projection: P) -> Result<Self>
+    where
+        P: Projection<Snapshot = S>,
+    {
+        let partition = projection.partition().clone();
+        let mut checkpoint = projection.checkpoint();
+        let mut projection = projection;
+        let end = log.high_water_mark(&partition).await?;
+        if checkpoint.next_offset > end {
+            return Err(Error::Corrupt {
+                key: partition.to_string(),
+                reason: format!(
+                    "projection checkpoint {} is beyond the end of the log ({end}); rebuild it",
+                    checkpoint.next_offset
+                ),
+            });
+        }
+        while checkpoint.next_offset < end {
+            let events = log
+                .read(&partition, checkpoint.next_offset, CATCH_UP_BATCH)
+                .await?;
+            if events.is_empty() {
+                break;
+            }
+            (projection, checkpoint) = apply_batch(projection, checkpoint, events).await?;
+        }
+        tracing::debug!(%partition, next_offset = checkpoint.next_offset, "projection caught up");
+        let (publish, applied) = watch::channel(Applied {
+            checkpoint,
+            snapshot: projection.snapshot(),
+            failure: None,
+        });
+        let task = tokio::spawn(follow(log, projection, checkpoint, publish));
+        Ok(Projector {
+            partition,
+            applied,
+            task,
+        })
+    }
+
+    pub fn partition(&self) -> &PartitionId {
+        &self.partition
+    }
+
+    /// The latest applied state.
+    pub fn snapshot(&self) -> S {
+        self.applied.borrow().snapshot.clone()
+    }
+
+    pub fn checkpoint(&self) -> Checkpoint {
+        self.applied.borrow().checkpoint
+    }
+
+    /// Waits until the event at `offset` is applied (or fenced), and returns the checkpoint and
+    /// snapshot right after it.
+    pub async fn wait_for(&self, offset: u64) -> Result<(Checkpoint, S)> {
+        let mut applied = self.applied.clone();
+        loop {
+            {
+                let current = applied.borrow_and_update();
+                if let Some(cause) = &current.failure {
+                    return Err(Error::Stopped {
+                        partition: self.partition.to_string(),
+                        cause: cause.to_string(),
+                    });
+                }
+                if current.checkpoint.next_offset > offset {
+                    return Ok((current.checkpoint, current.snapshot.clone()));
+                }
+            }
+            if applied.changed().await.is_err() {
+                return Err(Error::Stopped {
+                    partition: self.partition.to_string(),
+                    cause: "the projector stopped".to_owned(),
+                });
+            }
+        }
+    }
+}
+
+async fn follow<P: Projection>(
+    log: Arc<dyn CommitLog>,
+    mut projection: P,
+    mut checkpoint: Checkpoint,
+    publish: watch::Sender<Applied<P::Snapshot>>,
+) {
+    let partition = projection.partition().clone();
+    let mut tail =
+        strata_log::tail(log, partition.clone(), checkpoint.next_offset).ready_chunks(TAIL_BATCH);
+    while let Some(chunk) = tail.next().await {
+        let events: Result<Vec<Envelope>, _> = chunk.into_iter().collect();
+        let outcome = match events {
+            Ok(events) => apply_batch(projection, checkpoint, events).await,
+            Err(strata_log::Error::Closed) => return,
+            Err(error) => Err(error.into()),
+        };
+        match outcome {
+            Ok((applied, next)) => {
+                projection = applied;
+                checkpoint = next;
+                publish.send_replace(Applied {
+                    checkpoint,
+                    snapshot: projection.snapshot(),
+                    failure: None,
+                });
+            }
+            Err(error) => {
+                tracing::error!(%partition, %error, "projection stopped");
+                publish.send_modify(|applied| applied.failure = Some(error.to_string().into()));
+                return;
+            }
+        }
+    }
+}
+
+/// Fences `events` (consecutive, from `checkpoint.next_offset`) and applies the admitted ones on
+/// a blocking thread.
+async fn apply_batch<P: Projection>(
+    mut projection: P,
+    checkpoint: Checkpoint,
+    events: Vec<Envelope>,
+) -> Result<(P, Checkpoint)> {
+    let Some(last) = events.last().map(|e| e.offset) else {
+        return Ok((projection, checkpoint));
+    };
+    let first = events.first().map_or(last, |e| e.offset);
+    if first != checkpoint.next_offset || last + 1 - first != events.len() as u64 {
+        return Err(Error::Corrupt {
+            key: projection.partition().to_string(),
+            reason: format!(
+                "expected events from offset {}, got {first}..={last}",
+                checkpoint.next_offset
+            ),
+        });
+    }
+    let mut fence = EpochFence::at(checkpoint.epoch);
+    let admitted: Vec<Envelope> = events
+        .into_iter()
+        .filter(|event| fence.judge(event) == Verdict::Admit)
+        .collect();
+    let next = Checkpoint {
+        next_offset: last + 1,
+        epoch: fence.newest(),
+    };
+    tokio::task::spawn_blocking(move || {
+        projection.apply(&admitted, next)?;
+        Ok((projection, next))
+    })
+    .await
+    .map_err(|join| Error::Stopped {
+        partition: "?".to_owned(),
+        cause: join.to_string(),
+    })?
+}

@@ -1,0 +1,109 @@
+//! The node's store of projection state (sled): one tree per projection, each holding its
+//! checkpoint next to its records so that one atomic batch moves both.
+
+use std::path::Path;
+
+use serde::{Serialize, de::DeserializeOwned};
+
+use crate::{
+    error::{Error, Result},
+    projection::Checkpoint,
+};
+
+const CHECKPOINT_KEY: &[u8] = b"\0checkpoint";
+
+/// The sled database holding the catalog and control projections.
+#[derive(Clone)]
+pub struct StateStore {
+    db: sled::Db,
+}
+
+impl std::fmt::Debug for StateStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateStore").finish_non_exhaustive()
+    }
+}
+
+impl StateStore {
+    /// Opens (creating if needed) the store in `dir`. Blocking.
+    pub fn open(dir: impl AsRef<Path>) -> Result<StateStore> {
+        let db = sled::Config::new().path(dir.as_ref()).open()?;
+        Ok(StateStore { db })
+    }
+
+    pub(crate) fn tree(&self, name: &str) -> Result<sled::Tree> {
+        Ok(self.db.open_tree(name)?)
+    }
+
+    /// Removes a projection's tree and everything in it.
+    pub fn drop_tree(&self, name: &str) -> Result<()> {
+        self.db.drop_tree(name)?;
+        Ok(())
+    }
+
+    /// Makes everything written so far durable (at shutdown).
+    pub fn flush(&self) -> Result<()> {
+        self.db.flush()?;
+        Ok(())
+    }
+}
+
+pub(crate) fn load_checkpoint(tree: &sled::Tree) -> Result<Checkpoint> {
+    match tree.get(CHECKPOINT_KEY)? {
+        Some(bytes) => decode(CHECKPOINT_KEY, &bytes),
+        None => Ok(Checkpoint::default()),
+    }
+}
+
+/// A batch of record writes that commits together with a checkpoint.
+#[derive(Default)]
+pub(crate) struct Writes {
+    batch: sled::Batch,
+}
+
+impl Writes {
+    pub(crate) fn put<T: Serialize>(&mut self, key: &str, value: &T) -> Result<()> {
+        let bytes = serde_json::to_vec(value).map_err(|error| Error::Corrupt {
+            key: key.to_owned(),
+            reason: error.to_string(),
+        })?;
+        self.batch.insert(key.as_bytes(), bytes);
+        Ok(())
+    }
+
+    pub(crate) fn delete(&mut self, key: &str) {
+        self.batch.remove(key.as_bytes());
+    }
+
+    pub(crate) fn commit(mut self, tree: &sled::Tree, checkpoint: Checkpoint) -> Result<()> {
+        self.put_raw_checkpoint(checkpoint)?;
+        tree.apply_batch(self.batch)?;
+        Ok(())
+    }
+
+    fn put_raw_checkpoint(&mut self, checkpoint: Checkpoint) -> Result<()> {
+        let bytes = serde_json::to_vec(&checkpoint).map_err(|error| Error::Corrupt {
+            key: "checkpoint".to_owned(),
+            reason: error.to_string(),
+        })?;
+        self.batch.insert(CHECKPOINT_KEY, bytes);
+        Ok(())
+    }
+}
+
+/// Every record of `tree` under `prefix`, decoded.
+pub(crate) fn scan<T: DeserializeOwned>(tree: &sled::Tree, prefix: &str) -> Result<Vec<T>> {
+    tree.scan_prefix(prefix.as_bytes())
+        .map(|entry| {
+            let (key, value) = entry?;
+            decode(&key, &value)
+        })
+        .collect()
+}
+
+fn decode<T: DeserializeOwned>(key: &[u8], bytes: &[u8]) -> Result<T> {
+    serde_json::from_slice(bytes).map_err(|error| Error::Corrupt {
+        key: String::from_utf8_lossy(key).into_owned(),
+        reason: error.to_string(),
+    })
+}
