@@ -1,1 +1,17 @@
+//! `strata`: an event-sourced, log-structured data service.
+//!
+//! Every write and catalog change is appended to the commit log (`strata-log`) and applied to
+//! projections (`strata-projections`) that queries read. This crate holds the service around
+//! them: configuration, the [`engine`] (leaders and operations), the two [`http`] listeners,
+//! admin commands, and `strata serve`. docs/architecture.md is the map.
 
+pub mod admin;
+pub mod config;
+pub mod datadir;
+pub mod engine;
+pub mod error;
+pub mod http;
+pub mod keys;
+pub mod metrics;
+pub mod names;
+pub mod server;

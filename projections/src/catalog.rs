@@ -121,6 +121,7 @@ pub struct CatalogState {
 /// The projection of one database's catalog partition.
 pub struct CatalogProjection {
     partition: PartitionId,
+    database_id: String,
     tree: sled::Tree,
     state: Arc<CatalogState>,
     checkpoint: Checkpoint,
@@ -130,6 +131,13 @@ impl CatalogProjection {
     /// The name of the store tree of a database incarnation.
     pub fn tree_name(database_id: &str) -> String {
         format!("catalog/{database_id}")
+    }
+
+    /// How many tables the stored state of a database's catalog holds, without loading it (for
+    /// listing databases that are not active). Blocking.
+    pub fn stored_table_count(store: &StateStore, database_id: &str) -> Result<usize> {
+        let tree = store.tree(&Self::tree_name(database_id))?;
+        Ok(tree.scan_prefix(b"t/").count())
     }
 
     /// Loads the catalog of database `database_id` (`account`/`database`). Blocking.
@@ -147,6 +155,7 @@ impl CatalogProjection {
         let checkpoint = store::load_checkpoint(&tree)?;
         Ok(CatalogProjection {
             partition: PartitionId::catalog(account, database),
+            database_id: database_id.to_owned(),
             tree,
             state: Arc::new(state),
             checkpoint,
@@ -170,6 +179,10 @@ impl Projection for CatalogProjection {
         let mut writes = Writes::default();
         for event in events {
             match &event.body {
+                // Events of another incarnation of this database's name (a stale writer's) are
+                // not this catalog's.
+                Some(Body::TableCreated(created)) if created.database_id != self.database_id => {}
+                Some(Body::TableDropped(dropped)) if dropped.database_id != self.database_id => {}
                 Some(Body::TableCreated(created)) => {
                     let table = TableDef::from_event(created, event.timestamp_micros)?;
                     writes.put(&format!("t/{}", table.name), &table)?;
@@ -226,6 +239,7 @@ mod tests {
                 vector_column: "embedding".into(),
                 vector_metric: "l2".into(),
                 start_offset: 5,
+                database_id: "dbid".into(),
             })),
             ..Default::default()
         }
@@ -236,6 +250,7 @@ mod tests {
             body: Some(Body::TableDropped(TableDropped {
                 name: name.into(),
                 table_id: id.into(),
+                database_id: "dbid".into(),
             })),
             ..Default::default()
         }
@@ -254,12 +269,23 @@ mod tests {
                 created("gone", "t3"),
                 // A replayed drop of the first incarnation leaves the second alone.
                 dropped("gone", "t2"),
+                // So do events of another incarnation of the database.
+                Envelope {
+                    body: Some(Body::TableCreated(strata_log::event::TableCreated {
+                        database_id: "old-dbid".into(),
+                        ..match created("stale", "t9").body {
+                            Some(Body::TableCreated(c)) => c,
+                            _ => unreachable!(),
+                        }
+                    })),
+                    ..Default::default()
+                },
             ];
             catalog
                 .apply(
                     &events,
                     Checkpoint {
-                        next_offset: 5,
+                        next_offset: 6,
                         epoch: 0,
                     },
                 )
@@ -268,7 +294,7 @@ mod tests {
         }
         let store = StateStore::open(dir.path()).unwrap();
         let catalog = CatalogProjection::open(&store, "a", "db", "dbid").unwrap();
-        assert_eq!(catalog.checkpoint().next_offset, 5);
+        assert_eq!(catalog.checkpoint().next_offset, 6);
         let state = catalog.snapshot();
         assert_eq!(
             state.tables.keys().collect::<Vec<_>>(),

@@ -1,0 +1,484 @@
+//! Configuration: one TOML file, every key overridable by a `STRATA_*` environment variable and
+//! by a command-line flag.
+//!
+//! Layers, each overriding the one before: the embedded defaults ([`Config::default`]), the TOML
+//! file (`--config` / `STRATA_CONFIG`), environment variables, flags. The environment variable of
+//! a key is `STRATA_` followed by its dotted path in upper case with `.` replaced by `_`
+//! (`plans.free.max_databases` → `STRATA_PLANS_FREE_MAX_DATABASES`); the generic flag is
+//! `--set KEY=VALUE`, and the common keys have flags of their own (`--data-dir`, ...).
+//! Unknown keys and values of the wrong type are refused with the key's name.
+
+use std::{collections::BTreeMap, path::PathBuf};
+
+use serde::{Deserialize, Serialize};
+use toml::{Table, Value};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Where the log, the projections and the admin socket live.
+    pub data_dir: PathBuf,
+    pub server: ServerConfig,
+    pub log: LogConfig,
+    pub cluster: ClusterConfig,
+    pub plans: Plans,
+    pub logging: LoggingConfig,
+    pub debug: DebugConfig,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// The data-plane listener (/v1).
+    pub data_addr: String,
+    /// The platform API listener.
+    pub platform_addr: String,
+    /// How long a write waits for a busy partition before it is refused with 409.
+    pub write_wait_ms: u64,
+    /// The Retry-After of transient 409 and 503 answers, in seconds.
+    pub retry_after_secs: u64,
+    /// The largest request body accepted.
+    pub max_body_bytes: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogBackend {
+    File,
+    Kafka,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    pub backend: LogBackend,
+    /// FileLog: segments roll past this size.
+    pub segment_bytes: u64,
+    /// FileLog: longest a group commit waits for writers to rejoin, in microseconds.
+    pub group_commit_max_wait_us: u64,
+    pub kafka: KafkaConfig,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KafkaConfig {
+    pub brokers: String,
+    pub topic_prefix: String,
+    pub replication_factor: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// This node's name: recorded in leader-epoch markers.
+    pub node_id: String,
+    pub advertise_data_addr: String,
+    pub advertise_platform_addr: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Plans {
+    /// Accounts without a payment method.
+    pub free: Plan,
+    /// Accounts with a payment method.
+    pub paid: Plan,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    pub max_rows: u64,
+    pub max_vectors: u64,
+    pub max_databases: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LoggingConfig {
+    /// A tracing filter: "info", "strata=debug,info", ... (RUST_LOG, when set, wins).
+    pub level: String,
+    /// "text" or "json".
+    pub format: String,
+}
+
+/// Testing aids. Leave at their defaults in production.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DebugConfig {
+    /// Every leader keeps its write permit this much longer after a write: widens the window in
+    /// which concurrent writes meet a busy partition, so tests can see the 409 deterministically.
+    pub hold_write_permit_ms: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            data_dir: PathBuf::from("./data"),
+            server: ServerConfig::default(),
+            log: LogConfig::default(),
+            cluster: ClusterConfig::default(),
+            plans: Plans::default(),
+            logging: LoggingConfig::default(),
+            debug: DebugConfig::default(),
+        }
+    }
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            data_addr: "127.0.0.1:7070".to_owned(),
+            platform_addr: "127.0.0.1:7080".to_owned(),
+            write_wait_ms: 0,
+            retry_after_secs: 1,
+            max_body_bytes: 64 << 20,
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            backend: LogBackend::File,
+            segment_bytes: 64 << 20,
+            group_commit_max_wait_us: 2000,
+            kafka: KafkaConfig::default(),
+        }
+    }
+}
+
+impl Default for KafkaConfig {
+    fn default() -> Self {
+        KafkaConfig {
+            brokers: "127.0.0.1:9092".to_owned(),
+            topic_prefix: "strata".to_owned(),
+            replication_factor: 1,
+        }
+    }
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            node_id: "n1".to_owned(),
+            advertise_data_addr: String::new(),
+            advertise_platform_addr: String::new(),
+        }
+    }
+}
+
+impl Default for Plans {
+    fn default() -> Self {
+        Plans {
+            free: Plan {
+                max_rows: 1_000_000,
+                max_vectors: 100_000,
+                max_databases: 10,
+            },
+            paid: Plan {
+                max_rows: 1_000_000_000,
+                max_vectors: 100_000_000,
+                max_databases: 1_000,
+            },
+        }
+    }
+}
+
+impl Default for LoggingConfig {
+    fn default() -> Self {
+        LoggingConfig {
+            level: "info".to_owned(),
+            format: "text".to_owned(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read configuration file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid configuration file {path}: {message}")]
+    File { path: PathBuf, message: String },
+    #[error("unknown configuration key {key:?} (from {origin})")]
+    UnknownKey { key: String, origin: String },
+    #[error("invalid value {value:?} for configuration key {key:?} (from {origin}): {message}")]
+    Value {
+        key: String,
+        value: String,
+        origin: String,
+        message: String,
+    },
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+/// Builds a [`Config`] from its layers.
+#[derive(Debug, Default)]
+pub struct ConfigLoader {
+    /// The TOML file, if any.
+    pub file: Option<PathBuf>,
+    /// `(key, value)` overrides from flags, applied last, in order.
+    pub overrides: Vec<(String, String)>,
+}
+
+impl ConfigLoader {
+    /// Loads the configuration with `env` as the process environment.
+    pub fn load_with_env(
+        &self,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigError> {
+        let defaults =
+            Value::try_from(Config::default()).map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        let mut keys = BTreeMap::new();
+        flatten("", &defaults, &mut keys);
+        let Value::Table(mut merged) = defaults else {
+            return Err(ConfigError::Invalid("defaults are not a table".to_owned()));
+        };
+        if let Some(path) = &self.file {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            let file: Table = toml::from_str(&text).map_err(|e| ConfigError::File {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+            let mut file_keys = BTreeMap::new();
+            flatten("", &Value::Table(file), &mut file_keys);
+            let origin = path.display().to_string();
+            for (key, value) in file_keys {
+                if !keys.contains_key(&key) {
+                    return Err(ConfigError::UnknownKey { key, origin });
+                }
+                set(&mut merged, &key, value);
+            }
+        }
+        let by_env: BTreeMap<String, &String> =
+            keys.keys().map(|key| (env_name(key), key)).collect();
+        for (name, raw) in env {
+            if name == "STRATA_CONFIG" || !name.starts_with("STRATA_") {
+                continue;
+            }
+            // Other STRATA_ variables (of tests, wrappers) are not ours to refuse.
+            if let Some(key) = by_env.get(&name) {
+                let value = typed(key, &raw, &keys[*key], &name)?;
+                set(&mut merged, key, value);
+            }
+        }
+        for (key, raw) in &self.overrides {
+            let Some(default) = keys.get(key) else {
+                return Err(ConfigError::UnknownKey {
+                    key: key.clone(),
+                    origin: "command line".to_owned(),
+                });
+            };
+            let value = typed(key, raw, default, "command line")?;
+            set(&mut merged, key, value);
+        }
+        let config: Config = Value::Table(merged)
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError::Invalid(e.to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Loads the configuration from the real process environment.
+    pub fn load(&self) -> Result<Config, ConfigError> {
+        self.load_with_env(std::env::vars())
+    }
+}
+
+impl Config {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |message: &str| Err(ConfigError::Invalid(message.to_owned()));
+        if self.cluster.node_id.is_empty() {
+            return invalid("cluster.node_id must not be empty");
+        }
+        if !matches!(self.logging.format.as_str(), "text" | "json") {
+            return invalid("logging.format must be \"text\" or \"json\"");
+        }
+        if self.log.segment_bytes < 4096 {
+            return invalid("log.segment_bytes must be at least 4096");
+        }
+        Ok(())
+    }
+
+    /// Every configuration key with its environment variable, for `--help` and docs.
+    pub fn keys() -> Vec<(String, String)> {
+        let mut keys = BTreeMap::new();
+        if let Ok(defaults) = Value::try_from(Config::default()) {
+            flatten("", &defaults, &mut keys);
+        }
+        keys.into_keys().map(|k| (env_name(&k), k)).collect()
+    }
+}
+
+/// The environment variable that overrides `key`.
+pub fn env_name(key: &str) -> String {
+    format!("STRATA_{}", key.replace('.', "_").to_uppercase())
+}
+
+fn flatten(prefix: &str, value: &Value, out: &mut BTreeMap<String, Value>) {
+    match value {
+        Value::Table(table) => {
+            for (name, value) in table {
+                let key = match prefix {
+                    "" => name.clone(),
+                    _ => format!("{prefix}.{name}"),
+                };
+                flatten(&key, value, out);
+            }
+        }
+        other => {
+            out.insert(prefix.to_owned(), other.clone());
+        }
+    }
+}
+
+fn set(root: &mut Table, key: &str, value: Value) {
+    let mut table = root;
+    let mut parts = key.split('.').peekable();
+    while let Some(part) = parts.next() {
+        if parts.peek().is_none() {
+            table.insert(part.to_owned(), value);
+            return;
+        }
+        let entry = table
+            .entry(part.to_owned())
+            .or_insert_with(|| Value::Table(Table::new()));
+        if !entry.is_table() {
+            *entry = Value::Table(Table::new());
+        }
+        let Value::Table(next) = entry else {
+            return;
+        };
+        table = next;
+    }
+}
+
+/// Parses a text override as the type of the key's default value.
+fn typed(key: &str, raw: &str, default: &Value, origin: &str) -> Result<Value, ConfigError> {
+    let error = |message: &str| ConfigError::Value {
+        key: key.to_owned(),
+        value: raw.to_owned(),
+        origin: origin.to_owned(),
+        message: message.to_owned(),
+    };
+    match default {
+        Value::Integer(_) => raw
+            .trim()
+            .parse::<i64>()
+            .map(Value::Integer)
+            .map_err(|_| error("expected an integer")),
+        Value::Boolean(_) => match raw.trim() {
+            "true" | "1" => Ok(Value::Boolean(true)),
+            "false" | "0" => Ok(Value::Boolean(false)),
+            _ => Err(error("expected true or false")),
+        },
+        Value::Float(_) => raw
+            .trim()
+            .parse::<f64>()
+            .map(Value::Float)
+            .map_err(|_| error("expected a number")),
+        _ => Ok(Value::String(raw.to_owned())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_are_embedded() {
+        let config = ConfigLoader::default().load_with_env(env(&[])).unwrap();
+        assert_eq!(config, Config::default());
+        assert_eq!(config.data_dir, PathBuf::from("./data"));
+        assert_eq!(config.server.data_addr, "127.0.0.1:7070");
+        assert_eq!(config.server.platform_addr, "127.0.0.1:7080");
+    }
+
+    #[test]
+    fn layers_override_in_order_file_env_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("strata.toml");
+        std::fs::write(
+            &file,
+            "data_dir = \"/file\"\n[server]\ndata_addr = \"127.0.0.1:1\"\n\
+             [plans.free]\nmax_databases = 3\n[log.kafka]\nbrokers = \"b:1\"\n",
+        )
+        .unwrap();
+        let loader = ConfigLoader {
+            file: Some(file),
+            overrides: vec![("server.data_addr".into(), "127.0.0.1:3".into())],
+        };
+        let config = loader
+            .load_with_env(env(&[
+                ("STRATA_SERVER_DATA_ADDR", "127.0.0.1:2"),
+                ("STRATA_PLANS_FREE_MAX_DATABASES", "4"),
+                ("STRATA_LOG_KAFKA_TOPIC_PREFIX", "t"),
+                ("STRATA_UNRELATED_THING", "x"),
+            ]))
+            .unwrap();
+        assert_eq!(config.data_dir, PathBuf::from("/file"));
+        assert_eq!(config.server.data_addr, "127.0.0.1:3");
+        assert_eq!(config.plans.free.max_databases, 4);
+        assert_eq!(config.plans.free.max_rows, Plans::default().free.max_rows);
+        assert_eq!(config.log.kafka.brokers, "b:1");
+        assert_eq!(config.log.kafka.topic_prefix, "t");
+    }
+
+    #[test]
+    fn every_key_has_a_distinct_environment_variable() {
+        let keys = Config::keys();
+        let names: std::collections::BTreeSet<_> = keys.iter().map(|(env, _)| env).collect();
+        assert_eq!(names.len(), keys.len());
+        assert!(keys.contains(&("STRATA_DATA_DIR".into(), "data_dir".into())));
+        assert!(keys.contains(&("STRATA_LOG_BACKEND".into(), "log.backend".into())));
+    }
+
+    #[test]
+    fn bad_keys_and_values_are_named() {
+        let loader = ConfigLoader {
+            file: None,
+            overrides: vec![("server.nope".into(), "1".into())],
+        };
+        let error = loader.load_with_env(env(&[])).unwrap_err().to_string();
+        assert!(error.contains("server.nope"), "{error}");
+
+        let error = ConfigLoader::default()
+            .load_with_env(env(&[("STRATA_PLANS_PAID_MAX_ROWS", "lots")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("plans.paid.max_rows") && error.contains("lots"),
+            "{error}"
+        );
+
+        let error = ConfigLoader::default()
+            .load_with_env(env(&[("STRATA_LOG_BACKEND", "tape")]))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("tape"), "{error}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("bad.toml");
+        std::fs::write(&file, "[server]\nport = 1\n").unwrap();
+        let loader = ConfigLoader {
+            file: Some(file),
+            overrides: vec![],
+        };
+        let error = loader.load_with_env(env(&[])).unwrap_err().to_string();
+        assert!(error.contains("server.port"), "{error}");
+    }
+}

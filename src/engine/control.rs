@@ -1,0 +1,317 @@
+//! Accounts, API keys, authentication and databases: the `_control` partition's writes.
+//!
+//! Control writes are rare and queue behind each other on the control leader (never refused as
+//! busy); each validates against the state every earlier write produced.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use strata_log::{
+    envelope::Body,
+    event::{AccountCreated, ApiKeyCreated, DatabaseCreated, DatabaseDeleted, PaymentMethodSet},
+};
+use strata_projections::{
+    catalog::CatalogProjection,
+    control::{Account, DatabaseStatus},
+};
+
+use super::{Engine, Origin, blocking};
+use crate::{
+    config::Plan,
+    error::{Error, LimitDetails, Result},
+    keys, names,
+};
+
+/// Who a data-plane request acts as: the account and key it authenticated with.
+#[derive(Clone, Debug)]
+pub struct Principal {
+    pub account: String,
+    pub key_id: String,
+    pub databases_pattern: String,
+}
+
+impl Principal {
+    /// Whether the key may address `database`.
+    pub fn covers(&self, database: &str) -> bool {
+        keys::pattern_matches(&self.databases_pattern, database)
+    }
+
+    /// 403 unless the key may address `database`.
+    pub fn authorize(&self, database: &str) -> Result<()> {
+        match self.covers(database) {
+            true => Ok(()),
+            false => Err(Error::Forbidden(format!(
+                "this api key may not address database {database:?} (it covers {:?})",
+                self.databases_pattern
+            ))),
+        }
+    }
+
+    /// The origin stamped on the events of a request made with this key.
+    pub fn origin(&self, request_id: &str) -> Origin {
+        Origin {
+            principal: format!("key:{}", self.key_id),
+            request_id: request_id.to_owned(),
+        }
+    }
+}
+
+/// An issued key: the text is shown once and never stored.
+#[derive(Clone, Debug, Serialize)]
+pub struct KeyInfo {
+    pub key: String,
+    pub id: String,
+    pub account: String,
+    pub databases: String,
+}
+
+/// A database as list_databases shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct DatabaseInfo {
+    pub name: String,
+    pub state: &'static str,
+    pub created_at: String,
+    pub tables: usize,
+    pub storage: Option<serde_json::Value>,
+}
+
+impl Engine {
+    pub async fn create_account(
+        &self,
+        name: &str,
+        enterprise: bool,
+        origin: &Origin,
+    ) -> Result<Account> {
+        names::check_account(name)?;
+        let mut permit = self.control.permit().await;
+        if permit.snapshot().accounts.contains_key(name) {
+            return Err(Error::AccountExists(name.to_owned()));
+        }
+        let body = Body::AccountCreated(AccountCreated {
+            name: name.to_owned(),
+            enterprise,
+        });
+        let state = permit.write(body, origin).await?;
+        state
+            .accounts
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::Internal(format!("account {name} missing after its creation")))
+    }
+
+    pub async fn set_payment_method(&self, name: &str, origin: &Origin) -> Result<Account> {
+        let mut permit = self.control.permit().await;
+        if !permit.snapshot().accounts.contains_key(name) {
+            return Err(Error::AccountNotFound(name.to_owned()));
+        }
+        let body = Body::PaymentMethodSet(PaymentMethodSet {
+            account: name.to_owned(),
+        });
+        let state = permit.write(body, origin).await?;
+        state
+            .accounts
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::AccountNotFound(name.to_owned()))
+    }
+
+    pub async fn create_key(
+        &self,
+        account: &str,
+        databases_pattern: Option<&str>,
+        origin: &Origin,
+    ) -> Result<KeyInfo> {
+        let pattern = databases_pattern.unwrap_or("*");
+        keys::check_pattern(pattern).map_err(Error::BadRequest)?;
+        let mut permit = self.control.permit().await;
+        if !permit.snapshot().accounts.contains_key(account) {
+            return Err(Error::AccountNotFound(account.to_owned()));
+        }
+        let issued = keys::issue();
+        let body = Body::ApiKeyCreated(ApiKeyCreated {
+            key_id: issued.id.clone(),
+            account: account.to_owned(),
+            key_sha256: issued.sha256.to_vec().into(),
+            databases_pattern: pattern.to_owned(),
+        });
+        permit.write(body, origin).await?;
+        Ok(KeyInfo {
+            key: issued.text,
+            id: issued.id,
+            account: account.to_owned(),
+            databases: pattern.to_owned(),
+        })
+    }
+
+    /// Finds the key a request carries: 401 when it is missing, malformed or unknown.
+    pub fn authenticate(&self, key_text: Option<&str>) -> Result<Principal> {
+        let text = key_text.ok_or(Error::Unauthorized)?;
+        let id = keys::id_of(text).ok_or(Error::Unauthorized)?;
+        let state = self.control_state();
+        let key = state.keys.get(id).ok_or(Error::Unauthorized)?;
+        if !keys::same_hash(&keys::hash(text), &key.sha256) {
+            return Err(Error::Unauthorized);
+        }
+        if !state.accounts.contains_key(&key.account) {
+            return Err(Error::Unauthorized);
+        }
+        Ok(Principal {
+            account: key.account.clone(),
+            key_id: key.id.clone(),
+            databases_pattern: key.databases_pattern.clone(),
+        })
+    }
+
+    fn plan(&self, account: &Account) -> &Plan {
+        match account.payment_method {
+            true => &self.config.plans.paid,
+            false => &self.config.plans.free,
+        }
+    }
+
+    pub async fn create_database(
+        &self,
+        principal: &Principal,
+        name: &str,
+        origin: &Origin,
+    ) -> Result<DatabaseInfo> {
+        names::check_database(name)?;
+        principal.authorize(name)?;
+        let mut permit = self.control.permit().await;
+        let state = permit.snapshot();
+        let account = state
+            .accounts
+            .get(&principal.account)
+            .ok_or(Error::Unauthorized)?;
+        if let Some(existing) = state.database(&account.name, name) {
+            return Err(match existing.status {
+                DatabaseStatus::Deleting => Error::DatabaseExists(format!(
+                    "{name} (being deleted; the name is free once the purge ends)"
+                )),
+                DatabaseStatus::Ready => Error::DatabaseExists(name.to_owned()),
+            });
+        }
+        let plan = self.plan(account);
+        let owned = state
+            .databases_of(&account.name)
+            .filter(|d| d.status == DatabaseStatus::Ready)
+            .count() as u64;
+        if owned >= plan.max_databases {
+            let raises = !account.payment_method
+                && self.config.plans.paid.max_databases > plan.max_databases;
+            return Err(Error::LimitReached {
+                message: format!(
+                    "account {:?} owns {owned} databases, the most its plan allows ({}){}",
+                    account.name,
+                    plan.max_databases,
+                    if raises {
+                        "; adding a payment method raises the limit"
+                    } else {
+                        ""
+                    }
+                ),
+                details: LimitDetails {
+                    limit: "databases",
+                    used: owned,
+                    requested: 1,
+                    max: plan.max_databases,
+                    payment_method_raises: raises,
+                },
+            });
+        }
+        let body = Body::DatabaseCreated(DatabaseCreated {
+            account: account.name.clone(),
+            name: name.to_owned(),
+            database_id: uuid::Uuid::now_v7().to_string(),
+        });
+        let state = permit.write(body, origin).await?;
+        let database = state
+            .database(&principal.account, name)
+            .ok_or_else(|| Error::Internal(format!("database {name} missing after creation")))?;
+        Ok(self.describe(database, 0))
+    }
+
+    /// The account's databases that the key may address, in name order.
+    pub async fn list_databases(&self, principal: &Principal) -> Result<Vec<DatabaseInfo>> {
+        let state = self.control_state();
+        let mut out = Vec::new();
+        for database in state
+            .databases_of(&principal.account)
+            .filter(|d| principal.covers(&d.name))
+        {
+            let tables = match self.active_runtime(&database.id) {
+                Some(runtime) => runtime.catalog.snapshot().tables.len(),
+                None => {
+                    let store = self.store.clone();
+                    let id = database.id.clone();
+                    blocking(move || CatalogProjection::stored_table_count(&store, &id)).await??
+                }
+            };
+            out.push(self.describe(database, tables));
+        }
+        Ok(out)
+    }
+
+    fn describe(
+        &self,
+        database: &strata_projections::control::Database,
+        tables: usize,
+    ) -> DatabaseInfo {
+        let created_at = chrono::DateTime::from_timestamp_micros(database.created_at_micros)
+            .unwrap_or_default()
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        DatabaseInfo {
+            name: database.name.clone(),
+            state: match database.status {
+                DatabaseStatus::Ready => "active",
+                DatabaseStatus::Deleting => "deleting",
+            },
+            created_at,
+            tables,
+            storage: None,
+        }
+    }
+
+    /// Begins the deletion of a database: records it and returns; the purge runs in the
+    /// background. Deleting a database that does not exist or is being deleted succeeds.
+    pub async fn delete_database(
+        self: &Arc<Self>,
+        principal: &Principal,
+        name: &str,
+        origin: &Origin,
+    ) -> Result<()> {
+        principal.authorize(name)?;
+        let mut permit = self.control.permit().await;
+        let Some(database) = permit
+            .snapshot()
+            .database(&principal.account, name)
+            .cloned()
+        else {
+            return Ok(());
+        };
+        if database.status == DatabaseStatus::Deleting {
+            return Ok(());
+        }
+        // A catalog change in flight would race the deletion: refuse, the client retries.
+        let runtime = self.active_runtime(&database.id);
+        let _catalog = match &runtime {
+            Some(runtime) => Some(runtime.catalog.try_permit(self.write_wait()).await.ok_or_else(
+                || {
+                    Error::ConcurrentChange(format!(
+                        "database {name:?} changed concurrently (a table change is in flight); retry"
+                    ))
+                },
+            )?),
+            None => None,
+        };
+        let body = Body::DatabaseDeleted(DatabaseDeleted {
+            account: database.account.clone(),
+            name: database.name.clone(),
+            database_id: database.id.clone(),
+        });
+        permit.write(body, origin).await?;
+        drop(permit);
+        self.spawn_purge(database);
+        Ok(())
+    }
+}

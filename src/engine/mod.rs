@@ -1,0 +1,232 @@
+//! The engine: everything strata does, behind the two HTTP layers and the command line.
+//!
+//! It owns the commit log, the node's state store, the leader of the `_control` partition and
+//! the runtimes of active databases (the leader and projection of each catalog). Every operation
+//! is one method here; HTTP handlers and admin commands only parse, call, and render.
+//!
+//! - [`control`]: accounts, API keys, authentication, databases.
+//! - [`catalog`]: tables of a database.
+//! - [`purge`]: the background purge of deleted databases.
+
+mod catalog;
+mod control;
+mod leader;
+mod purge;
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use strata_log::{CommitLog, FileLog, FileLogOptions};
+use strata_projections::{
+    Projector, StateStore,
+    catalog::{CatalogProjection, CatalogState},
+    control::{ControlProjection, ControlState, Database},
+};
+use tokio::sync::OnceCell;
+
+use self::leader::Leader;
+pub use self::{
+    catalog::{ColumnSpec, CreateTable},
+    control::{DatabaseInfo, KeyInfo, Principal},
+    leader::Origin,
+};
+use crate::{
+    config::{Config, LogBackend},
+    error::{Error, Result},
+    metrics::{Metrics, partition_kind},
+};
+
+/// The live parts of one active database: its catalog's projection and leader.
+pub struct DatabaseRuntime {
+    pub account: String,
+    pub name: String,
+    pub id: String,
+    catalog: Leader<Arc<CatalogState>>,
+    /// Set by the purge once the database is gone: writes that were waiting are refused.
+    closed: std::sync::atomic::AtomicBool,
+}
+
+type RuntimeCell = Arc<OnceCell<Arc<DatabaseRuntime>>>;
+
+pub struct Engine {
+    config: Arc<Config>,
+    log: Arc<dyn CommitLog>,
+    store: StateStore,
+    control: Leader<Arc<ControlState>>,
+    /// Active database runtimes, by database id.
+    databases: parking_lot::Mutex<HashMap<String, RuntimeCell>>,
+    metrics: Arc<Metrics>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("data_dir", &self.config.data_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// Opens the log and the state store of `config.data_dir`, replays the control partition,
+    /// and resumes the purge of databases whose deletion had begun.
+    pub async fn open(config: Arc<Config>, metrics: Arc<Metrics>) -> Result<Arc<Engine>> {
+        let log: Arc<dyn CommitLog> = match config.log.backend {
+            LogBackend::File => {
+                let dir = config.data_dir.join("log");
+                let options = FileLogOptions {
+                    segment_bytes: config.log.segment_bytes,
+                    group_commit_max_wait: Duration::from_micros(
+                        config.log.group_commit_max_wait_us,
+                    ),
+                };
+                Arc::new(blocking(move || FileLog::open(dir, options)).await??)
+            }
+            LogBackend::Kafka => {
+                return Err(Error::Internal(
+                    "log.backend = \"kafka\" is not available in this version; use \"file\""
+                        .to_owned(),
+                ));
+            }
+        };
+        let state_dir = config.data_dir.join("state");
+        let store = blocking(move || StateStore::open(state_dir)).await??;
+        let projection = {
+            let store = store.clone();
+            blocking(move || ControlProjection::open(&store)).await??
+        };
+        let projector = Projector::start(log.clone(), projection).await?;
+        let control = Leader::new(
+            log.clone(),
+            projector,
+            config.cluster.node_id.clone(),
+            Duration::from_millis(config.debug.hold_write_permit_ms),
+            metrics.clone(),
+        );
+        let engine = Arc::new(Engine {
+            config,
+            log,
+            store,
+            control,
+            databases: parking_lot::Mutex::new(HashMap::new()),
+            metrics,
+        });
+        engine.resume_purges();
+        Ok(engine)
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Makes projection state durable; call before the process exits.
+    pub async fn shutdown(&self) -> Result<()> {
+        let store = self.store.clone();
+        blocking(move || store.flush()).await??;
+        Ok(())
+    }
+
+    fn control_state(&self) -> Arc<ControlState> {
+        self.control.snapshot()
+    }
+
+    /// How long a write waits for a busy partition before it is refused.
+    fn write_wait(&self) -> Duration {
+        Duration::from_millis(self.config.server.write_wait_ms)
+    }
+
+    /// The runtime of `database`, activating it on first use.
+    async fn runtime(&self, database: &Database) -> Result<Arc<DatabaseRuntime>> {
+        let cell = self
+            .databases
+            .lock()
+            .entry(database.id.clone())
+            .or_default()
+            .clone();
+        let runtime = cell
+            .get_or_try_init(|| self.activate(database))
+            .await?
+            .clone();
+        Ok(runtime)
+    }
+
+    /// The runtime of a database if it is active, without activating it.
+    fn active_runtime(&self, database_id: &str) -> Option<Arc<DatabaseRuntime>> {
+        self.databases
+            .lock()
+            .get(database_id)
+            .and_then(|cell| cell.get().cloned())
+    }
+
+    async fn activate(&self, database: &Database) -> Result<Arc<DatabaseRuntime>> {
+        let projection = {
+            let store = self.store.clone();
+            let (account, name, id) = (
+                database.account.clone(),
+                database.name.clone(),
+                database.id.clone(),
+            );
+            blocking(move || CatalogProjection::open(&store, &account, &name, &id)).await??
+        };
+        let projector = Projector::start(self.log.clone(), projection).await?;
+        tracing::info!(account = %database.account, database = %database.name, "database activated");
+        Ok(Arc::new(DatabaseRuntime {
+            account: database.account.clone(),
+            name: database.name.clone(),
+            id: database.id.clone(),
+            catalog: Leader::new(
+                self.log.clone(),
+                projector,
+                self.config.cluster.node_id.clone(),
+                Duration::from_millis(self.config.debug.hold_write_permit_ms),
+                self.metrics.clone(),
+            ),
+            closed: std::sync::atomic::AtomicBool::new(false),
+        }))
+    }
+
+    /// Updates the gauges that are computed rather than counted (before a scrape).
+    pub async fn refresh_gauges(&self) {
+        let mut lag: HashMap<&'static str, i64> = HashMap::new();
+        let mut projectors = vec![(
+            self.control.partition().clone(),
+            self.control.projector().checkpoint().next_offset,
+        )];
+        let runtimes: Vec<Arc<DatabaseRuntime>> = self
+            .databases
+            .lock()
+            .values()
+            .filter_map(|cell| cell.get().cloned())
+            .collect();
+        for runtime in &runtimes {
+            projectors.push((
+                runtime.catalog.partition().clone(),
+                runtime.catalog.projector().checkpoint().next_offset,
+            ));
+        }
+        for (partition, applied) in projectors {
+            let end = self
+                .log
+                .high_water_mark(&partition)
+                .await
+                .unwrap_or(applied);
+            *lag.entry(partition_kind(&partition)).or_default() +=
+                end.saturating_sub(applied) as i64;
+        }
+        for kind in ["control", "catalog", "table"] {
+            self.metrics
+                .projection_lag
+                .with_label_values(&[kind])
+                .set(lag.get(kind).copied().unwrap_or(0));
+        }
+    }
+}
+
+/// Runs blocking work (file and sled I/O) off the async runtime.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|error| Error::Internal(format!("blocking task failed: {error}")))
+}

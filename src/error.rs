@@ -1,0 +1,166 @@
+//! The error type of the strata crate, and the closed set of codes errors classify into.
+//!
+//! Every [`Error`] names one [`ErrorCode`]; `http::error` is the one place that turns codes into
+//! HTTP statuses and bodies. Messages are lowercase and name the offending input; internal
+//! details (paths, I/O errors) stay in the logs.
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The closed set of error classes clients can see.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorCode {
+    BadRequest,
+    InvalidName,
+    Unauthorized,
+    Forbidden,
+    LimitReached,
+    DatabaseNotFound,
+    TableNotFound,
+    AccountNotFound,
+    DatabaseExists,
+    TableExists,
+    AccountExists,
+    /// Another write to the same partition was in flight: transient, retry after Retry-After.
+    Busy,
+    /// The resource changed while the request was being applied: retry.
+    ConcurrentChange,
+    /// Not ready (activating, leadership moving): transient, retry after Retry-After.
+    Unavailable,
+    PayloadTooLarge,
+    NotFound,
+    Internal,
+}
+
+impl ErrorCode {
+    /// The snake_case code of error bodies.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::InvalidName => "invalid_name",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::LimitReached => "limit_reached",
+            ErrorCode::DatabaseNotFound => "database_not_found",
+            ErrorCode::TableNotFound => "table_not_found",
+            ErrorCode::AccountNotFound => "account_not_found",
+            ErrorCode::DatabaseExists => "database_exists",
+            ErrorCode::TableExists => "table_exists",
+            ErrorCode::AccountExists => "account_exists",
+            ErrorCode::Busy => "busy",
+            ErrorCode::ConcurrentChange => "concurrent_change",
+            ErrorCode::Unavailable => "unavailable",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::Internal => "internal",
+        }
+    }
+}
+
+/// A plan ceiling an account reached.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct LimitDetails {
+    /// "rows", "vectors" or "databases".
+    pub limit: &'static str,
+    pub used: u64,
+    pub requested: u64,
+    pub max: u64,
+    pub payment_method_raises: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    BadRequest(String),
+
+    #[error("{0}")]
+    InvalidName(String),
+
+    #[error("missing or invalid api key")]
+    Unauthorized,
+
+    #[error("{0}")]
+    Forbidden(String),
+
+    #[error("{message}")]
+    LimitReached {
+        message: String,
+        details: LimitDetails,
+    },
+
+    #[error("database {0:?} does not exist")]
+    DatabaseNotFound(String),
+
+    #[error("table {0:?} does not exist")]
+    TableNotFound(String),
+
+    #[error("account {0:?} does not exist")]
+    AccountNotFound(String),
+
+    #[error("database {0:?} already exists")]
+    DatabaseExists(String),
+
+    #[error("table {0:?} already exists")]
+    TableExists(String),
+
+    #[error("account {0:?} already exists")]
+    AccountExists(String),
+
+    #[error("{0}")]
+    Busy(String),
+
+    #[error("{0}")]
+    ConcurrentChange(String),
+
+    #[error("{0}")]
+    Unavailable(String),
+
+    #[error("request body exceeds {max} bytes")]
+    PayloadTooLarge { max: usize },
+
+    #[error("{0}")]
+    NotFound(String),
+
+    #[error(transparent)]
+    Log(#[from] strata_log::Error),
+
+    #[error(transparent)]
+    Projection(#[from] strata_projections::Error),
+
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl Error {
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Error::BadRequest(_) => ErrorCode::BadRequest,
+            Error::InvalidName(_) => ErrorCode::InvalidName,
+            Error::Unauthorized => ErrorCode::Unauthorized,
+            Error::Forbidden(_) => ErrorCode::Forbidden,
+            Error::LimitReached { .. } => ErrorCode::LimitReached,
+            Error::DatabaseNotFound(_) => ErrorCode::DatabaseNotFound,
+            Error::TableNotFound(_) => ErrorCode::TableNotFound,
+            Error::AccountNotFound(_) => ErrorCode::AccountNotFound,
+            Error::DatabaseExists(_) => ErrorCode::DatabaseExists,
+            Error::TableExists(_) => ErrorCode::TableExists,
+            Error::AccountExists(_) => ErrorCode::AccountExists,
+            Error::Busy(_) => ErrorCode::Busy,
+            Error::ConcurrentChange(_) => ErrorCode::ConcurrentChange,
+            Error::Unavailable(_) => ErrorCode::Unavailable,
+            Error::PayloadTooLarge { .. } => ErrorCode::PayloadTooLarge,
+            Error::NotFound(_) => ErrorCode::NotFound,
+            Error::Projection(strata_projections::Error::InvalidType { .. }) => {
+                ErrorCode::BadRequest
+            }
+            Error::Log(_) | Error::Projection(_) | Error::Internal(_) => ErrorCode::Internal,
+        }
+    }
+
+    /// The message a client may see: internal details are replaced by a generic text.
+    pub fn public_message(&self) -> String {
+        match self.code() {
+            ErrorCode::Internal => "internal error; the server log has the details".to_owned(),
+            _ => self.to_string(),
+        }
+    }
+}

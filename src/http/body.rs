@@ -1,0 +1,75 @@
+//! Request bodies: JSON parsed with serde, every failure a 400 (or 413) in our error shape.
+
+use axum::{
+    body::Bytes,
+    extract::{FromRequest, Request},
+    http::StatusCode,
+};
+use serde::de::DeserializeOwned;
+
+use super::AppState;
+use crate::error::{Error, Result};
+
+/// A JSON request body. Unknown fields are refused where the request type says so
+/// (`deny_unknown_fields`), and the message names what is wrong and where.
+pub struct JsonBody<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
+    type Rejection = Error;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self> {
+        let bytes =
+            Bytes::from_request(request, state)
+                .await
+                .map_err(|rejection| match rejection.status() {
+                    StatusCode::PAYLOAD_TOO_LARGE => Error::PayloadTooLarge {
+                        max: state.engine.config().server.max_body_bytes,
+                    },
+                    _ => Error::BadRequest(format!(
+                        "cannot read the request body: {}",
+                        rejection.body_text()
+                    )),
+                })?;
+        parse_json(&bytes).map(JsonBody)
+    }
+}
+
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(Error::BadRequest(
+            "a JSON request body is required".to_owned(),
+        ));
+    }
+    serde_json::from_slice(bytes)
+        .map_err(|error| Error::BadRequest(format!("invalid request body: {error}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Named {
+        name: String,
+    }
+
+    #[test]
+    fn failures_are_bad_requests_that_say_why() {
+        for (body, needle) in [
+            ("", "required"),
+            ("  \n", "required"),
+            ("{", "EOF"),
+            ("{\"name\": 1}", "invalid type"),
+            ("{\"name\": \"a\", \"extra\": 1}", "unknown field `extra`"),
+            ("{}", "missing field `name`"),
+            ("[]", "expected struct"),
+        ] {
+            let error = parse_json::<Named>(body.as_bytes()).unwrap_err();
+            assert!(matches!(error, Error::BadRequest(_)));
+            assert!(error.to_string().contains(needle), "{error}");
+        }
+        assert_eq!(parse_json::<Named>(b"{\"name\":\"a\"}").unwrap().name, "a");
+    }
+}

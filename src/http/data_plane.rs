@@ -1,0 +1,230 @@
+//! The data-plane routes under /v1 (spec 000): databases and tables.
+//!
+//! Authentication: `Authorization: Bearer <key>` or `x-api-key: <key>`; every route but
+//! /health and /metrics requires it.
+
+use axum::{
+    Extension, Json, Router,
+    extract::{DefaultBodyLimit, Path, State},
+    http::{HeaderMap, Method, StatusCode, Uri, header},
+    response::{IntoResponse, Response},
+    routing::{delete, get, post},
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use strata_projections::{catalog::TableDef, schema::ColumnType};
+
+use super::{AppState, RequestId, body::JsonBody, health};
+use crate::{
+    engine::{CreateTable, Principal},
+    error::{Error, Result},
+};
+
+pub fn routes(state: AppState) -> Router {
+    let max_body = state.engine.config().server.max_body_bytes;
+    Router::new()
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .route("/v1/databases", get(list_databases).post(create_database))
+        .route("/v1/databases/{name}", delete(delete_database))
+        .route("/v1/create_table/{database}", post(create_table))
+        .route("/v1/drop_table/{database}", post(drop_table))
+        .route("/v1/list_tables/{database}", post(list_tables))
+        .route("/v1/schema/{database}", post(schema))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(state)
+}
+
+/// The API key a request carries.
+fn api_key(headers: &HeaderMap) -> Option<&str> {
+    if let Some(value) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    {
+        let (scheme, key) = value.trim().split_once(' ')?;
+        return scheme.eq_ignore_ascii_case("bearer").then(|| key.trim());
+    }
+    headers
+        .get("x-api-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+}
+
+fn principal(state: &AppState, headers: &HeaderMap) -> Result<Principal> {
+    state.engine.authenticate(api_key(headers))
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    state.engine.refresh_gauges().await;
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.engine.metrics().render(),
+    )
+        .into_response()
+}
+
+async fn not_found(method: Method, uri: Uri) -> Error {
+    Error::NotFound(format!("no endpoint {method} {}", uri.path()))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateDatabaseRequest {
+    name: String,
+    #[serde(default)]
+    storage: Option<Value>,
+}
+
+async fn create_database(
+    State(state): State<AppState>,
+    Extension(request_id): Extension<RequestId>,
+    headers: HeaderMap,
+    body: Result<JsonBody<CreateDatabaseRequest>, Error>,
+) -> Result<Response> {
+    let principal = principal(&state, &headers)?;
+    let JsonBody(request) = body?;
+    if request.storage.is_some() {
+        return Err(Error::BadRequest(
+            "storage bindings are not available in this version".to_owned(),
+        ));
+    }
+    let created = state
+        .engine
+        .create_database(&principal, &request.name, &principal.origin(&request_id.0))
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"name": created.name, "state": created.state})),
+    )
+        .into_response())
+}
+
+async fn list_databases(State(state): State<AppState>, headers: HeaderMap) -> Result<Response> {
+    let principal = principal(&state, &headers)?;
+    let databases = state.engine.list_databases(&principal).await?;
+    Ok(Json(json!({ "databases": databases })).into_response())
+}
+
+async fn delete_database(
+    State(state): State<AppState>,
+    Extension(request_id): Extension<RequestId>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Result<Response> {
+    let principal = principal(&state, &headers)?;
+    state
+        .engine
+        .delete_database(&principal, &name, &principal.origin(&request_id.0))
+        .await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn create_table(
+    State(state): State<AppState>,
+    Extension(request_id): Extension<RequestId>,
+    headers: HeaderMap,
+    Path(database): Path<String>,
+    body: Result<JsonBody<CreateTable>, Error>,
+) -> Result<Response> {
+    let principal = principal(&state, &headers)?;
+    let JsonBody(request) = body?;
+    let table = state
+        .engine
+        .create_table(
+            &principal,
+            &database,
+            request,
+            &principal.origin(&request_id.0),
+        )
+        .await?;
+    Ok(Json(json!({
+        "name": table.name,
+        "table_id": table.id,
+        "schema": describe(&table),
+    }))
+    .into_response())
+}
+
+/// The body of drop_table and schema.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TableName {
+    name: String,
+}
+
+async fn drop_table(
+    State(state): State<AppState>,
+    Extension(request_id): Extension<RequestId>,
+    headers: HeaderMap,
+    Path(database): Path<String>,
+    body: Result<JsonBody<TableName>, Error>,
+) -> Result<Response> {
+    let principal = principal(&state, &headers)?;
+    let JsonBody(request) = body?;
+    state
+        .engine
+        .drop_table(
+            &principal,
+            &database,
+            &request.name,
+            &principal.origin(&request_id.0),
+        )
+        .await?;
+    Ok(Json(json!({"name": request.name, "dropped": true})).into_response())
+}
+
+async fn list_tables(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(database): Path<String>,
+) -> Result<Response> {
+    let principal = principal(&state, &headers)?;
+    let tables = state.engine.list_tables(&principal, &database).await?;
+    Ok(Json(tables).into_response())
+}
+
+async fn schema(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(database): Path<String>,
+    body: Result<JsonBody<TableName>, Error>,
+) -> Result<Response> {
+    let principal = principal(&state, &headers)?;
+    let JsonBody(request) = body?;
+    let table = state
+        .engine
+        .table(&principal, &database, &request.name)
+        .await?;
+    Ok(Json(describe(&table)).into_response())
+}
+
+/// The column descriptors of a table, as schema and create_table answer them.
+fn describe(table: &TableDef) -> Vec<Value> {
+    table
+        .columns
+        .iter()
+        .map(|column| {
+            let mut descriptor = json!({
+                "name": column.name,
+                "type": column.data_type.to_string(),
+                "nullable": column.nullable,
+                "fts": table.fts_columns.contains(&column.name),
+                "exact": table.exact_columns.contains(&column.name),
+            });
+            if let (true, ColumnType::Vector { dim }) = (
+                table.vector_column.as_deref() == Some(column.name.as_str()),
+                &column.data_type,
+            ) {
+                descriptor["vector"] = json!({
+                    "dim": dim,
+                    "metric": table.vector_metric.map(|m| m.as_str()),
+                });
+            }
+            descriptor
+        })
+        .collect()
+}

@@ -1,0 +1,139 @@
+//! The two HTTP listeners: the data plane (/v1) and the platform API.
+//!
+//! Both are thin: a handler parses, authenticates, calls one engine method and renders. Every
+//! request gets an id (the client's `x-request-id`, or a new UUIDv7), echoed in the response and
+//! stamped on the events it causes, a tracing span, and a line in the request metrics.
+
+mod body;
+mod data_plane;
+pub mod error;
+mod platform;
+
+use std::{
+    sync::{Arc, OnceLock},
+    time::Instant,
+};
+
+use axum::{
+    Router,
+    extract::{MatchedPath, Request, State},
+    http::{HeaderName, HeaderValue},
+    middleware::{self, Next},
+    response::{IntoResponse, Response},
+};
+use tracing::Instrument;
+
+use crate::{engine::Engine, http::error::Transient};
+
+/// What every handler gets.
+#[derive(Clone)]
+pub struct AppState {
+    pub engine: Arc<Engine>,
+}
+
+/// The id of the request being handled.
+#[derive(Clone, Debug)]
+pub struct RequestId(pub String);
+
+/// Filled by the inner route middleware with the matched route, read by the outer one.
+#[derive(Clone, Default)]
+struct RouteSlot(Arc<OnceLock<String>>);
+
+static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The data-plane router.
+pub fn data_plane(state: AppState) -> Router {
+    observe("data", data_plane::routes(state.clone()), state)
+}
+
+/// The platform API router.
+pub fn platform(state: AppState) -> Router {
+    observe("platform", platform::routes(state.clone()), state)
+}
+
+fn observe(listener: &'static str, routes: Router, state: AppState) -> Router {
+    routes
+        .route_layer(middleware::from_fn(record_route))
+        .layer(middleware::from_fn_with_state(
+            (listener, state),
+            request_context,
+        ))
+}
+
+async fn record_route(request: Request, next: Next) -> Response {
+    if let (Some(slot), Some(path)) = (
+        request.extensions().get::<RouteSlot>(),
+        request.extensions().get::<MatchedPath>(),
+    ) {
+        let _ = slot.0.set(path.as_str().to_owned());
+    }
+    next.run(request).await
+}
+
+async fn request_context(
+    State((listener, state)): State<(&'static str, AppState)>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let request_id = request
+        .headers()
+        .get(&REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|id| !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_owned)
+        .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+    let slot = RouteSlot::default();
+    request
+        .extensions_mut()
+        .insert(RequestId(request_id.clone()));
+    request.extensions_mut().insert(slot.clone());
+    let span = tracing::info_span!(
+        "request",
+        listener,
+        method = %request.method(),
+        path = %request.uri().path(),
+        request_id = %request_id,
+    );
+    let started = Instant::now();
+    let mut response = next.run(request).instrument(span.clone()).await;
+    let elapsed = started.elapsed();
+    let route = slot.0.get().map_or("unmatched", String::as_str);
+    let status = response.status();
+    let metrics = state.engine.metrics();
+    metrics
+        .http_requests
+        .with_label_values(&[listener, route, status.as_str()])
+        .inc();
+    metrics
+        .http_duration
+        .with_label_values(&[listener, route])
+        .observe(elapsed.as_secs_f64());
+    span.in_scope(|| {
+        tracing::info!(
+            status = status.as_u16(),
+            micros = elapsed.as_micros() as u64,
+            route,
+            "answered"
+        );
+    });
+    let transient = response.extensions().get::<Transient>().is_some();
+    let headers = response.headers_mut();
+    if let Ok(value) = HeaderValue::from_str(&request_id) {
+        headers.insert(REQUEST_ID.clone(), value);
+    }
+    if transient {
+        let seconds = state.engine.config().server.retry_after_secs.max(1);
+        headers.insert(axum::http::header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    response
+}
+
+/// GET /health, on both listeners.
+async fn health(State(state): State<AppState>) -> Response {
+    axum::Json(serde_json::json!({
+        "status": "ok",
+        "node": state.engine.config().cluster.node_id,
+        "version": env!("CARGO_PKG_VERSION"),
+    }))
+    .into_response()
+}

@@ -1,0 +1,107 @@
+//! `strata serve`: both listeners, the admin socket, and an orderly shutdown.
+
+use std::{net::SocketAddr, sync::Arc};
+
+use anyhow::{Context, bail};
+use tokio::net::TcpListener;
+
+use crate::{
+    admin,
+    config::Config,
+    datadir::DataDir,
+    engine::Engine,
+    http::{self, AppState},
+    metrics::Metrics,
+};
+
+/// What `server.json` says: tests and tools find a running server's addresses there.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct ServerInfo {
+    pub pid: u32,
+    pub node_id: String,
+    pub data_addr: SocketAddr,
+    pub platform_addr: SocketAddr,
+}
+
+pub async fn serve(config: Config) -> anyhow::Result<()> {
+    let Some(data_dir) = DataDir::try_acquire(&config.data_dir)? else {
+        bail!(
+            "data directory {} is in use by another strata process",
+            config.data_dir.display()
+        );
+    };
+    let config = Arc::new(config);
+    let engine = Engine::open(config.clone(), Arc::new(Metrics::new())).await?;
+    let data_listener = TcpListener::bind(&config.server.data_addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.server.data_addr))?;
+    let platform_listener = TcpListener::bind(&config.server.platform_addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.server.platform_addr))?;
+    let info = ServerInfo {
+        pid: std::process::id(),
+        node_id: config.cluster.node_id.clone(),
+        data_addr: data_listener.local_addr()?,
+        platform_addr: platform_listener.local_addr()?,
+    };
+    let socket = DataDir::admin_socket(data_dir.path());
+    let admin = admin::listen(engine.clone(), &socket)?;
+
+    let state = AppState {
+        engine: engine.clone(),
+    };
+    let (stop, _) = tokio::sync::watch::channel(false);
+    let stopped = |stop: &tokio::sync::watch::Sender<bool>| {
+        let mut receiver = stop.subscribe();
+        async move {
+            let _ = receiver.wait_for(|stopped| *stopped).await;
+        }
+    };
+    let data = axum::serve(data_listener, http::data_plane(state.clone()))
+        .with_graceful_shutdown(stopped(&stop));
+    let platform = axum::serve(platform_listener, http::platform(state))
+        .with_graceful_shutdown(stopped(&stop));
+    let data = tokio::spawn(async move { data.await });
+    let platform = tokio::spawn(async move { platform.await });
+
+    let server_file = DataDir::server_file(data_dir.path());
+    std::fs::write(&server_file, serde_json::to_vec_pretty(&info)?)
+        .with_context(|| format!("cannot write {}", server_file.display()))?;
+    tracing::info!(
+        data = %info.data_addr,
+        platform = %info.platform_addr,
+        data_dir = %data_dir.path().display(),
+        "strata is serving"
+    );
+
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    stop.send_replace(true);
+    let _ = std::fs::remove_file(&server_file);
+    data.await??;
+    platform.await??;
+    admin.abort();
+    let _ = std::fs::remove_file(&socket);
+    engine.shutdown().await?;
+    drop(data_dir);
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
