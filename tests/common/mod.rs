@@ -1,0 +1,336 @@
+//! The test harness: the real `strata` binary, started on loopback in a temporary data
+//! directory, and a small HTTP client.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::{
+    fs::File,
+    path::{Path, PathBuf},
+    process::{Child, Command, Output, Stdio},
+    sync::atomic::{AtomicUsize, Ordering},
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_strata")
+}
+
+/// Runs `strata <args> --data-dir <dir>` to completion.
+pub fn strata(dir: &Path, args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .arg("--data-dir")
+        .arg(dir)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run strata")
+}
+
+/// Runs an admin command that must succeed and returns its stdout.
+pub fn admin(dir: &Path, args: &[&str]) -> String {
+    let output = strata(dir, args);
+    assert!(
+        output.status.success(),
+        "strata {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// Creates an account and a key for it (with an optional database pattern); returns the key.
+pub fn account_with_key(dir: &Path, account: &str, pattern: Option<&str>) -> String {
+    let existing = strata(dir, &["accounts", "create", account]);
+    assert!(
+        existing.status.success() || String::from_utf8_lossy(&existing.stderr).contains("exists"),
+        "{}",
+        String::from_utf8_lossy(&existing.stderr)
+    );
+    let mut args = vec!["keys", "create", "--account", account, "--json"];
+    if let Some(pattern) = pattern {
+        args.extend(["--databases", pattern]);
+    }
+    let out: Value = serde_json::from_str(&admin(dir, &args)).unwrap();
+    out["key"].as_str().unwrap().to_owned()
+}
+
+static STARTS: AtomicUsize = AtomicUsize::new(0);
+
+/// A running `strata serve`.
+pub struct Server {
+    pub dir: PathBuf,
+    pub data_url: String,
+    pub platform_url: String,
+    pub log: PathBuf,
+    child: Option<Child>,
+}
+
+impl Server {
+    /// Starts a server on `dir` (ports chosen by the OS) and waits until it answers.
+    pub fn start(dir: &Path, extra: &[&str]) -> Server {
+        std::fs::create_dir_all(dir).unwrap();
+        let n = STARTS.fetch_add(1, Ordering::SeqCst);
+        let log = dir.join(format!("serve-{n}.log"));
+        let mut child = Command::new(bin())
+            .args([
+                "serve",
+                "--data-addr",
+                "127.0.0.1:0",
+                "--platform-addr",
+                "127.0.0.1:0",
+            ])
+            .arg("--data-dir")
+            .arg(dir)
+            .args(extra)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(File::create(&log).unwrap())
+            .spawn()
+            .expect("spawn strata serve");
+        let info_path = dir.join("server.json");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!(
+                    "strata serve exited with {status}: {}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+            }
+            if let Some(info) = std::fs::read(&info_path)
+                .ok()
+                .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+                .filter(|info| info["pid"].as_u64() == Some(u64::from(child.id())))
+            {
+                return Server {
+                    dir: dir.to_owned(),
+                    data_url: format!("http://{}", info["data_addr"].as_str().unwrap()),
+                    platform_url: format!("http://{}", info["platform_addr"].as_str().unwrap()),
+                    log,
+                    child: Some(child),
+                };
+            }
+            assert!(
+                Instant::now() < deadline,
+                "strata serve did not start in time"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// SIGKILL: no chance to flush or clean up.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+
+    /// SIGTERM and wait: an orderly shutdown. Returns whether it exited successfully.
+    pub fn stop(&mut self) -> bool {
+        let Some(mut child) = self.child.take() else {
+            return true;
+        };
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        child.wait().unwrap().success()
+    }
+
+    pub fn client(&self, key: &str) -> Client {
+        Client {
+            http: reqwest::Client::new(),
+            base: self.data_url.clone(),
+            key: Some(key.to_owned()),
+        }
+    }
+
+    pub fn anonymous(&self) -> Client {
+        Client {
+            http: reqwest::Client::new(),
+            base: self.data_url.clone(),
+            key: None,
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// An HTTP response reduced to what tests look at.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub body: Value,
+    pub retry_after: Option<String>,
+    pub request_id: Option<String>,
+}
+
+impl Answer {
+    pub fn code(&self) -> &str {
+        self.body["code"].as_str().unwrap_or("")
+    }
+}
+
+#[derive(Clone)]
+pub struct Client {
+    pub http: reqwest::Client,
+    pub base: String,
+    pub key: Option<String>,
+}
+
+impl Client {
+    pub async fn send(&self, method: reqwest::Method, path: &str, body: Option<&str>) -> Answer {
+        self.try_send(method, path, body).await.expect("request")
+    }
+
+    /// Like `send`, but a connection failure (a killed server) is `None`.
+    pub async fn try_send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&str>,
+    ) -> Option<Answer> {
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(key) = &self.key {
+            request = request.bearer_auth(key);
+        }
+        if let Some(body) = body {
+            request = request
+                .header("content-type", "application/json")
+                .body(body.to_owned());
+        }
+        let response = request.send().await.ok()?;
+        Self::try_answer(response).await
+    }
+
+    pub async fn answer(response: reqwest::Response) -> Answer {
+        Self::try_answer(response).await.expect("response body")
+    }
+
+    async fn try_answer(response: reqwest::Response) -> Option<Answer> {
+        let status = response.status().as_u16();
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .map(|v| v.to_str().unwrap().to_owned())
+        };
+        let retry_after = header("retry-after");
+        let request_id = header("x-request-id");
+        let text = response.text().await.ok()?;
+        let body = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        };
+        Some(Answer {
+            status,
+            body,
+            retry_after,
+            request_id,
+        })
+    }
+
+    pub async fn get(&self, path: &str) -> Answer {
+        self.send(reqwest::Method::GET, path, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: &str) -> Answer {
+        self.send(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    pub async fn post_empty(&self, path: &str) -> Answer {
+        self.send(reqwest::Method::POST, path, None).await
+    }
+
+    pub async fn delete(&self, path: &str) -> Answer {
+        self.send(reqwest::Method::DELETE, path, None).await
+    }
+
+    pub async fn create_database(&self, name: &str) -> Answer {
+        self.post(
+            "/v1/databases",
+            &serde_json::json!({ "name": name }).to_string(),
+        )
+        .await
+    }
+
+    pub async fn create_table(&self, database: &str, table: &Value) -> Answer {
+        self.post(&format!("/v1/create_table/{database}"), &table.to_string())
+            .await
+    }
+
+    pub async fn list_tables(&self, database: &str) -> Answer {
+        self.post_empty(&format!("/v1/list_tables/{database}"))
+            .await
+    }
+
+    pub async fn schema(&self, database: &str, table: &str) -> Answer {
+        self.post(
+            &format!("/v1/schema/{database}"),
+            &serde_json::json!({ "name": table }).to_string(),
+        )
+        .await
+    }
+
+    /// The sum of a counter over its labels, from GET /metrics.
+    pub async fn counter(&self, name: &str) -> f64 {
+        let text = self
+            .http
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .filter(|line| line.starts_with(name) && !line.starts_with('#'))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+}
+
+/// A table definition with every kind of column.
+pub fn docs_table(name: &str) -> Value {
+    serde_json::json!({
+        "name": name,
+        "schema": [
+            {"name": "title", "type": "utf8", "nullable": false},
+            {"name": "body", "type": "utf8"},
+            {"name": "year", "type": "int32"},
+            {"name": "published", "type": "timestamp[ms,UTC]"},
+            {"name": "tags", "type": "list<utf8>"},
+            {"name": "embedding", "type": "vector<float32,4>"}
+        ],
+        "fts_columns": ["title", "body"],
+        "exact_columns": ["year"],
+        "vector_column": "embedding",
+        "vector_metric": "l2"
+    })
+}
+
+/// Polls `check` until it returns true, for up to `seconds`.
+pub async fn eventually<F, Fut>(seconds: u64, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    while Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
