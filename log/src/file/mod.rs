@@ -206,10 +206,7 @@ impl CommitLog for FileLog {
             });
         }
         let partition = self.partition_or_create(partition).await?;
-        partition
-            .append(records)?
-            .await
-            .map_err(|_| Error::Closed)?
+        partition.append(records).await
     }
 
     async fn read(

@@ -1,8 +1,9 @@
 //! One partition of a FileLog: its segments, and the writer that group-commits appends.
 //!
-//! Group commit: an append queues its records and waits. One flusher at a time (a blocking
-//! thread) takes everything queued, frames it, writes it with one `write` and makes it durable
-//! with one `fdatasync`, then answers every waiter. Appends that arrive meanwhile form the next
+//! Group commit: an append takes its offsets and queues its records, then waits for the durable
+//! offset to pass them. One flusher at a time (a blocking thread) takes everything queued, frames
+//! it, writes it with one `write`, makes it durable with one `fdatasync`, and publishes the new
+//! durable offset, which wakes every waiter of the group at once. Appends that arrive meanwhile form the next
 //! group. Because writers that were answered together come back together, the flusher waits a
 //! short, bounded moment (at most half the last sync's duration, capped by
 //! `group_commit_max_wait`) for the queue to reach the size of the previous group; without that,
@@ -26,7 +27,7 @@ use std::{
 };
 
 use parking_lot::RwLock;
-use tokio::sync::oneshot;
+use tokio::sync::watch;
 
 use super::{
     FileLogOptions,
@@ -43,16 +44,26 @@ use crate::{
 /// The file in a partition directory holding the partition's full name.
 pub(crate) const NAME_FILE: &str = "NAME";
 
-type Reply = oneshot::Sender<Result<Range<u64>>>;
-
 struct Pending {
+    /// The offset of the first record, assigned when it was queued.
+    base: u64,
     records: Vec<Vec<u8>>,
-    reply: Reply,
+}
+
+/// What appenders wait on.
+#[derive(Clone, Debug, Default)]
+struct Durable {
+    /// One past the last durable offset.
+    end: u64,
+    /// Set when the partition stopped accepting writes.
+    failure: Option<Arc<str>>,
 }
 
 #[derive(Default)]
 struct Queue {
     pending: Vec<Pending>,
+    /// The offset the next queued record gets.
+    next_offset: u64,
     flushing: bool,
     poisoned: Option<String>,
     last_group: usize,
@@ -75,8 +86,10 @@ pub(crate) struct Partition {
     queue: Mutex<Queue>,
     arrivals: Condvar,
     active: parking_lot::Mutex<Active>,
-    /// One past the last durable offset.
+    /// One past the last durable offset, for readers.
     durable: AtomicU64,
+    /// The same, with the partition's failure, for appenders to wait on.
+    durable_watch: watch::Sender<Durable>,
 }
 
 impl std::fmt::Debug for Partition {
@@ -162,10 +175,18 @@ impl Partition {
             options,
             watermarks,
             segments: RwLock::new(segments),
-            queue: Mutex::new(Queue::default()),
+            queue: Mutex::new(Queue {
+                next_offset,
+                ..Queue::default()
+            }),
             arrivals: Condvar::new(),
             active: parking_lot::Mutex::new(active),
             durable: AtomicU64::new(next_offset),
+            durable_watch: watch::channel(Durable {
+                end: next_offset,
+                failure: None,
+            })
+            .0,
         })
     }
 
@@ -173,12 +194,25 @@ impl Partition {
         self.durable.load(Ordering::Acquire)
     }
 
-    /// Queues `records` for the next group commit; the receiver resolves once they are durable.
-    pub(crate) fn append(
-        self: &Arc<Self>,
-        records: Vec<Vec<u8>>,
-    ) -> Result<oneshot::Receiver<Result<Range<u64>>>> {
-        let (reply, receiver) = oneshot::channel();
+    /// Queues `records` for the next group commit and returns their offsets once they are
+    /// durable.
+    pub(crate) async fn append(self: &Arc<Self>, records: Vec<Vec<u8>>) -> Result<Range<u64>> {
+        let range = self.enqueue(records)?;
+        let mut durable = self.durable_watch.subscribe();
+        let state = durable
+            .wait_for(|d| d.end >= range.end || d.failure.is_some())
+            .await
+            .map_err(|_| Error::Closed)?;
+        match (state.end >= range.end, &state.failure) {
+            (true, _) => Ok(range),
+            (false, failure) => Err(Error::Poisoned {
+                partition: self.id.to_string(),
+                cause: failure.as_deref().unwrap_or("unknown").to_owned(),
+            }),
+        }
+    }
+
+    fn enqueue(self: &Arc<Self>, records: Vec<Vec<u8>>) -> Result<Range<u64>> {
         let mut queue = self.lock_queue();
         if let Some(cause) = &queue.poisoned {
             return Err(Error::Poisoned {
@@ -186,20 +220,37 @@ impl Partition {
                 cause: cause.clone(),
             });
         }
-        queue.pending.push(Pending { records, reply });
+        let base = queue.next_offset;
+        let range = base..base + records.len() as u64;
+        queue.next_offset = range.end;
+        queue.pending.push(Pending { base, records });
         if queue.flushing {
-            self.arrivals.notify_one();
+            // The flusher is writing, or gathering a group: it only needs waking once the group
+            // it waits for is complete (every wake-up is a context switch the writers pay for).
+            if queue.pending.len() >= queue.last_group {
+                self.arrivals.notify_one();
+            }
         } else {
             queue.flushing = true;
             let partition = Arc::clone(self);
             tokio::task::spawn_blocking(move || partition.flush_loop());
         }
-        Ok(receiver)
+        Ok(range)
     }
 
     /// Refuses every later append (the partition was deleted).
     pub(crate) fn retire(&self) {
-        self.lock_queue().poisoned = Some("the partition was deleted".to_owned());
+        self.fail("the partition was deleted".to_owned());
+    }
+
+    /// Stops the partition: every queued and later append fails with `cause`.
+    fn fail(&self, cause: String) {
+        let mut queue = self.lock_queue();
+        queue.poisoned = Some(cause.clone());
+        queue.pending.clear();
+        drop(queue);
+        self.durable_watch
+            .send_modify(|durable| durable.failure = Some(cause.into()));
     }
 
     /// Reads durable events from `from` on, at most `max` of them.
@@ -273,35 +324,24 @@ impl Partition {
             };
             let started = Instant::now();
             match self.write_group(&group) {
-                Ok(ranges) => {
+                Ok(end) => {
                     self.lock_queue().last_sync = started.elapsed();
-                    self.watermarks.publish(&self.id, self.high_water_mark());
-                    for (pending, range) in group.into_iter().zip(ranges) {
-                        // A waiter that went away no longer needs its answer.
-                        let _ = pending.reply.send(Ok(range));
-                    }
+                    // One send wakes every appender of the group.
+                    self.durable_watch.send_modify(|durable| durable.end = end);
+                    self.watermarks.publish(&self.id, end);
                 }
                 Err(error) => {
                     tracing::error!(partition = %self.id, %error, "log write failed; partition poisoned");
-                    let cause = error.to_string();
-                    let mut queue = self.lock_queue();
-                    queue.poisoned = Some(cause.clone());
-                    queue.flushing = false;
-                    let refused = std::mem::take(&mut queue.pending);
-                    drop(queue);
-                    for pending in group.into_iter().chain(refused) {
-                        let _ = pending.reply.send(Err(Error::Poisoned {
-                            partition: self.id.to_string(),
-                            cause: cause.clone(),
-                        }));
-                    }
+                    self.fail(error.to_string());
+                    self.lock_queue().flushing = false;
                     return;
                 }
             }
         }
     }
 
-    fn write_group(&self, group: &[Pending]) -> Result<Vec<Range<u64>>> {
+    /// Writes and syncs a group; returns the new durable end offset.
+    fn write_group(&self, group: &[Pending]) -> Result<u64> {
         let mut active = self.active.lock();
         let total: usize = group.iter().map(|p| format::frame_len(&p.records)).sum();
         if active.len > HEADER_LEN as u64 && active.len + total as u64 > self.options.segment_bytes
@@ -310,14 +350,21 @@ impl Partition {
         }
         let mut buf = Vec::with_capacity(total);
         let mut frames = Vec::with_capacity(group.len());
-        let mut ranges = Vec::with_capacity(group.len());
         let mut offset = active.next_offset;
         for pending in group {
+            if pending.base != offset {
+                return Err(Error::Corrupt {
+                    path: active.segment.path.clone(),
+                    position: active.len,
+                    reason: format!(
+                        "queued batch expects offset {}, the segment is at {offset}",
+                        pending.base
+                    ),
+                });
+            }
             frames.push((offset, active.len + buf.len() as u64));
             format::encode_frame(&mut buf, offset, &pending.records);
-            let end = offset + pending.records.len() as u64;
-            ranges.push(offset..end);
-            offset = end;
+            offset += pending.records.len() as u64;
         }
         let segment = active.segment.clone();
         let file = segment.file();
@@ -328,7 +375,7 @@ impl Partition {
         active.next_offset = offset;
         segment.extend(&frames, active.len, offset);
         self.durable.store(offset, Ordering::Release);
-        Ok(ranges)
+        Ok(offset)
     }
 
     /// Seals the active segment and starts a new one at the next offset.
