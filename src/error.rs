@@ -28,6 +28,7 @@ pub enum ErrorCode {
     Unavailable,
     PayloadTooLarge,
     NotFound,
+    MethodNotAllowed,
     Internal,
 }
 
@@ -51,6 +52,7 @@ impl ErrorCode {
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::NotFound => "not_found",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::Internal => "internal",
         }
     }
@@ -96,8 +98,8 @@ pub enum Error {
     #[error("account {0:?} does not exist")]
     AccountNotFound(String),
 
-    #[error("database {0:?} already exists")]
-    DatabaseExists(String),
+    #[error("database {name:?} already exists{note}")]
+    DatabaseExists { name: String, note: &'static str },
 
     #[error("table {0:?} already exists")]
     TableExists(String),
@@ -120,6 +122,9 @@ pub enum Error {
     #[error("{0}")]
     NotFound(String),
 
+    #[error("{0}")]
+    MethodNotAllowed(String),
+
     #[error(transparent)]
     Log(#[from] strata_log::Error),
 
@@ -141,7 +146,7 @@ impl Error {
             Error::DatabaseNotFound(_) => ErrorCode::DatabaseNotFound,
             Error::TableNotFound(_) => ErrorCode::TableNotFound,
             Error::AccountNotFound(_) => ErrorCode::AccountNotFound,
-            Error::DatabaseExists(_) => ErrorCode::DatabaseExists,
+            Error::DatabaseExists { .. } => ErrorCode::DatabaseExists,
             Error::TableExists(_) => ErrorCode::TableExists,
             Error::AccountExists(_) => ErrorCode::AccountExists,
             Error::Busy(_) => ErrorCode::Busy,
@@ -149,6 +154,7 @@ impl Error {
             Error::Unavailable(_) => ErrorCode::Unavailable,
             Error::PayloadTooLarge { .. } => ErrorCode::PayloadTooLarge,
             Error::NotFound(_) => ErrorCode::NotFound,
+            Error::MethodNotAllowed(_) => ErrorCode::MethodNotAllowed,
             Error::Projection(strata_projections::Error::InvalidType { .. }) => {
                 ErrorCode::BadRequest
             }

@@ -273,6 +273,7 @@ impl Engine {
         name: &str,
     ) -> Result<Arc<TableDef>> {
         let database = self.ready_database(principal, database)?;
+        names::check_table(name)?;
         let runtime = self.runtime(&database).await?;
         runtime
             .catalog

@@ -169,10 +169,13 @@ impl Engine {
         }
     }
 
+    /// Creates a database. A storage binding (`storage`) needs an enterprise account; bindings
+    /// themselves are not available yet.
     pub async fn create_database(
         &self,
         principal: &Principal,
         name: &str,
+        storage: Option<&serde_json::Value>,
         origin: &Origin,
     ) -> Result<DatabaseInfo> {
         names::check_database(name)?;
@@ -183,12 +186,26 @@ impl Engine {
             .accounts
             .get(&principal.account)
             .ok_or(Error::Unauthorized)?;
+        if storage.is_some() {
+            if !account.enterprise {
+                return Err(Error::Forbidden(format!(
+                    "account {:?} is not entitled to storage bindings (an enterprise feature)",
+                    account.name
+                )));
+            }
+            return Err(Error::BadRequest(
+                "storage bindings are not available in this version".to_owned(),
+            ));
+        }
         if let Some(existing) = state.database(&account.name, name) {
-            return Err(match existing.status {
-                DatabaseStatus::Deleting => Error::DatabaseExists(format!(
-                    "{name} (being deleted; the name is free once the purge ends)"
-                )),
-                DatabaseStatus::Ready => Error::DatabaseExists(name.to_owned()),
+            return Err(Error::DatabaseExists {
+                name: name.to_owned(),
+                note: match existing.status {
+                    DatabaseStatus::Deleting => {
+                        " and is being deleted; the name is free once the purge ends"
+                    }
+                    DatabaseStatus::Ready => "",
+                },
             });
         }
         let plan = self.plan(account);
@@ -280,6 +297,7 @@ impl Engine {
         name: &str,
         origin: &Origin,
     ) -> Result<()> {
+        names::check_database(name)?;
         principal.authorize(name)?;
         let mut permit = self.control.permit().await;
         let Some(database) = permit

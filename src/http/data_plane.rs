@@ -32,23 +32,25 @@ pub fn routes(state: AppState) -> Router {
         .route("/v1/list_tables/{database}", post(list_tables))
         .route("/v1/schema/{database}", post(schema))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))
         .with_state(state)
 }
 
-/// The API key a request carries.
+/// The API key a request carries: a bearer token, else the x-api-key header.
 fn api_key(headers: &HeaderMap) -> Option<&str> {
-    if let Some(value) = headers
+    let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-    {
-        let (scheme, key) = value.trim().split_once(' ')?;
-        return scheme.eq_ignore_ascii_case("bearer").then(|| key.trim());
-    }
-    headers
-        .get("x-api-key")
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
+        .and_then(|value| value.trim().split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, key)| key.trim());
+    bearer.or_else(|| {
+        headers
+            .get("x-api-key")
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    })
 }
 
 fn principal(state: &AppState, headers: &HeaderMap) -> Result<Principal> {
@@ -67,8 +69,23 @@ async fn metrics(State(state): State<AppState>) -> Response {
         .into_response()
 }
 
-async fn not_found(method: Method, uri: Uri) -> Error {
+/// Unknown paths. Under /v1 the key is checked first, as on every operation.
+async fn not_found(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    method: Method,
+    uri: Uri,
+) -> Error {
+    if uri.path().starts_with("/v1/")
+        && let Err(error) = principal(&state, &headers)
+    {
+        return error;
+    }
     Error::NotFound(format!("no endpoint {method} {}", uri.path()))
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> Error {
+    Error::MethodNotAllowed(format!("{method} is not allowed on {}", uri.path()))
 }
 
 #[derive(Debug, Deserialize)]
@@ -87,14 +104,14 @@ async fn create_database(
 ) -> Result<Response> {
     let principal = principal(&state, &headers)?;
     let JsonBody(request) = body?;
-    if request.storage.is_some() {
-        return Err(Error::BadRequest(
-            "storage bindings are not available in this version".to_owned(),
-        ));
-    }
     let created = state
         .engine
-        .create_database(&principal, &request.name, &principal.origin(&request_id.0))
+        .create_database(
+            &principal,
+            &request.name,
+            request.storage.as_ref(),
+            &principal.origin(&request_id.0),
+        )
         .await?;
     Ok((
         StatusCode::CREATED,

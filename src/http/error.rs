@@ -30,6 +30,7 @@ pub fn status(code: ErrorCode) -> StatusCode {
         | ErrorCode::Busy => StatusCode::CONFLICT,
         ErrorCode::ConcurrentChange => StatusCode::PRECONDITION_FAILED,
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }
@@ -118,6 +119,7 @@ mod tests {
             ErrorCode::Unavailable,
             ErrorCode::PayloadTooLarge,
             ErrorCode::NotFound,
+            ErrorCode::MethodNotAllowed,
             ErrorCode::Internal,
         ];
         let names: std::collections::HashSet<_> = codes.iter().map(|c| c.as_str()).collect();
