@@ -448,6 +448,25 @@ mod tests {
     }
 
     #[test]
+    fn the_example_configuration_loads() {
+        let file = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/strata.example.toml");
+        let loader = ConfigLoader {
+            file: Some(file),
+            overrides: vec![],
+        };
+        let config = loader.load_with_env(env(&[])).unwrap();
+        assert_eq!(config.data_dir, PathBuf::from("/var/lib/strata"));
+        // Everything else in the example is the default.
+        assert_eq!(
+            Config {
+                data_dir: Config::default().data_dir,
+                ..config
+            },
+            Config::default()
+        );
+    }
+
+    #[test]
     fn bad_keys_and_values_are_named() {
         let loader = ConfigLoader {
             file: None,

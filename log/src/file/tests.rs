@@ -346,3 +346,72 @@ proptest! {
         prop_assert_eq!(extra, &unacknowledged[..extra.len()]);
     }
 }
+
+/// The frozen format-1 fixture: a log written by the first released FileLog, kept as it was.
+fn fixture_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/filelog-v1")
+}
+
+/// What the fixture holds: two partitions, one spread over several segments.
+fn fixture_events() -> Vec<(PartitionId, Vec<Envelope>)> {
+    let table = PartitionId::table("acme", "shop", "orders");
+    let control = PartitionId::control();
+    let mut marker = event("marker", 1);
+    marker.body = Some(crate::envelope::Body::LeaderEpoch(crate::LeaderEpoch {
+        epoch: 1,
+        node: "n1".into(),
+    }));
+    vec![
+        (
+            control,
+            vec![marker.clone(), event("acme", 1), event("beta", 1)],
+        ),
+        (
+            table,
+            (0..12).map(|i| event(&format!("order-{i}"), 1)).collect(),
+        ),
+    ]
+}
+
+/// Regenerates the fixture. Run only when a new format version is introduced, for that version:
+/// `cargo test -p strata-log write_v1_fixture -- --ignored`.
+#[tokio::test]
+#[ignore]
+async fn write_v1_fixture() {
+    let dir = fixture_dir();
+    let _ = std::fs::remove_dir_all(&dir);
+    let log = FileLog::open(&dir, small_segments()).unwrap();
+    for (partition, events) in fixture_events() {
+        for event in events {
+            log.append(&partition, vec![event]).await.unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_frozen_v1_fixture_still_reads() {
+    let copy = tempfile::tempdir().unwrap();
+    let source = fixture_dir().join("partitions");
+    assert!(source.exists(), "missing fixture {}", source.display());
+    std::fs::create_dir_all(copy.path().join("partitions")).unwrap();
+    std::fs::copy(fixture_dir().join("FORMAT"), copy.path().join("FORMAT")).unwrap();
+    for entry in std::fs::read_dir(&source).unwrap() {
+        let entry = entry.unwrap();
+        let target = copy.path().join("partitions").join(entry.file_name());
+        std::fs::create_dir_all(&target).unwrap();
+        for file in std::fs::read_dir(entry.path()).unwrap() {
+            let file = file.unwrap();
+            std::fs::copy(file.path(), target.join(file.file_name())).unwrap();
+        }
+    }
+    let log = FileLog::open(copy.path(), small_segments()).unwrap();
+    for (partition, events) in fixture_events() {
+        let read = log.read(&partition, 0, 100).await.unwrap();
+        assert_eq!(ids(&read), ids(&events), "{partition}");
+        for (i, (got, want)) in read.iter().zip(&events).enumerate() {
+            assert_eq!(got.offset, i as u64);
+            assert_eq!(got.body, want.body);
+        }
+    }
+    assert!(segment_files(copy.path(), &PartitionId::table("acme", "shop", "orders")).len() > 2);
+}
