@@ -42,6 +42,18 @@ async fn health_answers_on_both_listeners_and_unknown_paths_are_404() {
     assert_error(&missing, 404, "not_found");
     let wrong_method = client.get("/v1/create_table/db").await;
     assert_error(&wrong_method, 405, "method_not_allowed");
+    let not_utf8 = client.post_empty("/v1/list_tables/%FF").await;
+    assert_error(&not_utf8, 400, "bad_request");
+    let platform_method = Client::answer(
+        reqwest::Client::new()
+            .delete(format!("{}/health", server.platform_url))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(platform_method.status, 405);
+    assert_eq!(platform_method.body["status"], "error");
     let on_platform = Client::answer(
         reqwest::get(format!("{}/no/such/thing", server.platform_url))
             .await

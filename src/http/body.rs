@@ -2,8 +2,8 @@
 
 use axum::{
     body::Bytes,
-    extract::{FromRequest, Request},
-    http::StatusCode,
+    extract::{FromRequest, FromRequestParts, Path, Request},
+    http::{StatusCode, request::Parts},
 };
 use serde::de::DeserializeOwned;
 
@@ -31,6 +31,23 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
                     )),
                 })?;
         parse_json(&bytes).map(JsonBody)
+    }
+}
+
+/// The one name a data-plane path carries (`{database}` or `{name}`); a segment that is not
+/// valid UTF-8 once decoded is a 400 in the error shape, like every other bad input.
+pub struct PathName(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathName {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self> {
+        Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|Path(name)| PathName(name))
+            .map_err(|rejection| {
+                Error::BadRequest(format!("invalid path: {}", rejection.body_text()))
+            })
     }
 }
 

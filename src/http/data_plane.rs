@@ -5,7 +5,7 @@
 
 use axum::{
     Extension, Json, Router,
-    extract::{DefaultBodyLimit, Path, State},
+    extract::{DefaultBodyLimit, State},
     http::{HeaderMap, Method, StatusCode, Uri, header},
     response::{IntoResponse, Response},
     routing::{delete, get, post},
@@ -14,7 +14,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use strata_projections::{catalog::TableDef, schema::ColumnType};
 
-use super::{AppState, RequestId, body::JsonBody, health};
+use super::{
+    AppState, RequestId,
+    body::{JsonBody, PathName},
+    health,
+};
 use crate::{
     engine::{CreateTable, Principal},
     error::{Error, Result},
@@ -130,7 +134,7 @@ async fn delete_database(
     State(state): State<AppState>,
     Extension(request_id): Extension<RequestId>,
     headers: HeaderMap,
-    Path(name): Path<String>,
+    PathName(name): PathName,
 ) -> Result<Response> {
     let principal = principal(&state, &headers)?;
     state
@@ -144,7 +148,7 @@ async fn create_table(
     State(state): State<AppState>,
     Extension(request_id): Extension<RequestId>,
     headers: HeaderMap,
-    Path(database): Path<String>,
+    PathName(database): PathName,
     body: Result<JsonBody<CreateTable>, Error>,
 ) -> Result<Response> {
     let principal = principal(&state, &headers)?;
@@ -177,7 +181,7 @@ async fn drop_table(
     State(state): State<AppState>,
     Extension(request_id): Extension<RequestId>,
     headers: HeaderMap,
-    Path(database): Path<String>,
+    PathName(database): PathName,
     body: Result<JsonBody<TableName>, Error>,
 ) -> Result<Response> {
     let principal = principal(&state, &headers)?;
@@ -197,7 +201,7 @@ async fn drop_table(
 async fn list_tables(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(database): Path<String>,
+    PathName(database): PathName,
 ) -> Result<Response> {
     let principal = principal(&state, &headers)?;
     let tables = state.engine.list_tables(&principal, &database).await?;
@@ -207,7 +211,7 @@ async fn list_tables(
 async fn schema(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(database): Path<String>,
+    PathName(database): PathName,
     body: Result<JsonBody<TableName>, Error>,
 ) -> Result<Response> {
     let principal = principal(&state, &headers)?;

@@ -16,6 +16,7 @@ pub fn routes(state: AppState) -> Router {
     Router::new()
         .route("/health", get(health))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
 }
 
@@ -23,6 +24,14 @@ async fn not_found(method: Method, uri: Uri) -> Response {
     PlatformError {
         operation: "request",
         error: Error::NotFound(format!("no endpoint {method} {}", uri.path())),
+    }
+    .into_response()
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> Response {
+    PlatformError {
+        operation: "request",
+        error: Error::MethodNotAllowed(format!("{method} is not allowed on {}", uri.path())),
     }
     .into_response()
 }
