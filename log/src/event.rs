@@ -23,6 +23,9 @@ impl Envelope {
             Some(Body::DatabasePurged(_)) => "database_purged",
             Some(Body::TableCreated(_)) => "table_created",
             Some(Body::TableDropped(_)) => "table_dropped",
+            Some(Body::RowsAppended(_)) => "rows_appended",
+            Some(Body::RowsDeleted(_)) => "rows_deleted",
+            Some(Body::RowsUpdated(_)) => "rows_updated",
         }
     }
 }

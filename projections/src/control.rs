@@ -152,7 +152,12 @@ impl ControlState {
                 }
             }
             // Not control-partition events.
-            Body::LeaderEpoch(_) | Body::TableCreated(_) | Body::TableDropped(_) => Vec::new(),
+            Body::LeaderEpoch(_)
+            | Body::TableCreated(_)
+            | Body::TableDropped(_)
+            | Body::RowsAppended(_)
+            | Body::RowsDeleted(_)
+            | Body::RowsUpdated(_) => Vec::new(),
         }
     }
 }

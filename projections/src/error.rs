@@ -18,4 +18,16 @@ pub enum Error {
 
     #[error("invalid column type {text:?}: {reason}")]
     InvalidType { text: String, reason: String },
+
+    #[error("arrow: {0}")]
+    Arrow(String),
+
+    #[error("object store: {0}")]
+    ObjectStore(#[from] object_store::Error),
+
+    #[error("parquet: {0}")]
+    Parquet(#[from] parquet::errors::ParquetError),
+
+    #[error("query: {0}")]
+    DataFusion(#[from] datafusion::error::DataFusionError),
 }

@@ -18,6 +18,7 @@ mod projection;
 mod runtime;
 pub mod schema;
 mod store;
+pub mod table;
 
 pub use error::{Error, Result};
 pub use projection::{Checkpoint, Projection};

@@ -19,6 +19,17 @@ pub struct Checkpoint {
     pub epoch: u64,
 }
 
+impl Checkpoint {
+    /// Whichever of two checkpoints is further along the partition.
+    pub fn max_by_offset(self, other: Checkpoint) -> Checkpoint {
+        if other.next_offset > self.next_offset {
+            other
+        } else {
+            self
+        }
+    }
+}
+
 pub trait Projection: Send + 'static {
     /// What readers get: an immutable view, cheap to clone.
     type Snapshot: Clone + Send + Sync + 'static;
@@ -30,8 +41,8 @@ pub trait Projection: Send + 'static {
     fn checkpoint(&self) -> Checkpoint;
 
     /// Applies `events` (already fenced: only admitted events, in offset order, all below
-    /// `checkpoint.next_offset`) and stores the new state and `checkpoint` atomically.
-    /// Runs on a blocking thread.
+    /// `checkpoint.next_offset`). Whatever state the projection makes durable, now or later,
+    /// is stored atomically with the checkpoint it reflects. Runs on a blocking thread.
     fn apply(&mut self, events: &[Envelope], checkpoint: Checkpoint) -> Result<()>;
 
     /// A read snapshot of the current state.

@@ -196,6 +196,25 @@ fn body_json(body: Option<&Body>) -> Value {
         Some(Body::TableDropped(b)) => {
             json!({"name": b.name, "table_id": b.table_id, "database_id": b.database_id})
         }
+        Some(Body::RowsAppended(b)) => json!({
+            "table_id": b.table_id,
+            "first_row_id": b.first_row_id,
+            "row_count": b.row_count,
+            "vector_count": b.vector_count,
+            "arrow_ipc_bytes": b.arrow_ipc.len(),
+        }),
+        Some(Body::RowsDeleted(b)) => json!({
+            "table_id": b.table_id,
+            "row_ids": b.row_ids,
+            "vector_count": b.vector_count,
+        }),
+        Some(Body::RowsUpdated(b)) => json!({
+            "table_id": b.table_id,
+            "row_ids": b.row_ids,
+            "arrow_ipc_bytes": b.arrow_ipc.len(),
+            "vectors_removed": b.vectors_removed,
+            "vectors_added": b.vectors_added,
+        }),
     }
 }
 

@@ -1,0 +1,421 @@
+//! Flush, compaction and manifests of the segment store. Both jobs run in the background: they
+//! freeze what they work on under the state lock, do their I/O without it, and install the
+//! result under the lock again, carrying over tombstones that arrived meanwhile.
+
+use std::sync::Arc;
+
+use arrow::{array::RecordBatch, compute};
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::{ObjectStoreExt, path::Path};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use roaring::RoaringTreemap;
+
+use super::{
+    Flushing, MemBatch, Shared, State,
+    manifest::{Manifest, SegmentEntry, bitmap_from_text, bitmap_to_text},
+    rows::{ROW_ID, arrow_error},
+    segment::{self, Segment, SegmentFile, TableStore, row_ids},
+};
+use crate::error::{Error, Result};
+
+const MANIFESTS: &str = "manifests";
+const SEGMENTS: &str = "segments";
+
+fn manifest_name(seq: u64) -> String {
+    format!("{MANIFESTS}/{seq:012}.manifest")
+}
+
+fn segment_name(seq: u64) -> String {
+    format!("{SEGMENTS}/{seq:012}.parquet")
+}
+
+/// The newest valid manifest of the table (older ones are fallbacks), and the sequence number
+/// the next manifest gets.
+pub(super) async fn load_manifest(
+    store: &TableStore,
+    table_id: &str,
+) -> Result<(Option<Manifest>, u64)> {
+    let dir = store.path(MANIFESTS);
+    let mut listed: Vec<_> = store.store.list(Some(&dir)).try_collect().await?;
+    listed.sort_by(|a, b| b.location.cmp(&a.location));
+    let next = listed
+        .first()
+        .and_then(|o| {
+            o.location
+                .filename()?
+                .split('.')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .map_or(1, |seq| seq + 1);
+    for object in listed {
+        let bytes = store.store.get(&object.location).await?.bytes().await?;
+        match Manifest::decode(&bytes) {
+            Ok(manifest) if manifest.table_id == table_id => {
+                if segments_exist(store, &manifest).await? {
+                    return Ok((Some(manifest), next));
+                }
+                tracing::warn!(manifest = %object.location, "a manifest names a missing segment; trying an older one");
+            }
+            Ok(_) => {
+                tracing::warn!(manifest = %object.location, "a manifest of another table; ignored")
+            }
+            Err(error) => {
+                tracing::warn!(manifest = %object.location, %error, "unreadable manifest; trying an older one")
+            }
+        }
+    }
+    Ok((None, next))
+}
+
+async fn segments_exist(store: &TableStore, manifest: &Manifest) -> Result<bool> {
+    for entry in &manifest.segments {
+        match store.store.head(&store.path(&entry.file)).await {
+            Ok(_) => {}
+            Err(object_store::Error::NotFound { .. }) => return Ok(false),
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(true)
+}
+
+pub(super) fn segment_from_entry(store: &TableStore, entry: &SegmentEntry) -> Result<Segment> {
+    Ok(Segment {
+        seq: entry.seq,
+        file: SegmentFile::new(store.store.clone(), store.path(&entry.file), entry.bytes),
+        rows: entry.rows,
+        ids: Arc::new(bitmap_from_text(&entry.ids)?),
+        deleted: Arc::new(bitmap_from_text(&entry.deleted)?),
+        vectors: Arc::new(bitmap_from_text(&entry.vectors)?),
+    })
+}
+
+/// Deletes segment files the manifest does not name (a flush or compaction cut short).
+pub(super) async fn remove_orphans(store: &TableStore, manifest: Option<&Manifest>) -> Result<()> {
+    let named: std::collections::HashSet<Path> = manifest
+        .iter()
+        .flat_map(|m| m.segments.iter().map(|e| store.path(&e.file)))
+        .collect();
+    let dir = store.path(SEGMENTS);
+    let listed: Vec<_> = store.store.list(Some(&dir)).try_collect().await?;
+    for object in listed {
+        if !named.contains(&object.location) {
+            tracing::info!(path = %object.location, "removing an orphaned segment");
+            match store.store.delete(&object.location).await {
+                // A retired segment's own deletion may get there first.
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes the memtable as a segment and installs it.
+pub(super) async fn flush(shared: &Arc<Shared>) -> Result<()> {
+    let jobs = shared.jobs.read().await;
+    if *jobs {
+        return Ok(());
+    }
+    flush_frozen(shared).await?;
+    drop(jobs);
+    compact(shared).await
+}
+
+async fn flush_frozen(shared: &Arc<Shared>) -> Result<()> {
+    let (frozen, checkpoint, seq) = {
+        let mut state = shared.state.lock();
+        if state.flushing.is_some() || state.memtable.is_empty() {
+            return Ok(());
+        }
+        let batches = std::mem::take(&mut state.memtable);
+        state.memtable_rows = 0;
+        state.memtable_bytes = 0;
+        state.memtable_since = None;
+        let seq = state.next_segment;
+        state.next_segment += 1;
+        let checkpoint = state.applied;
+        state.flushing = Some(Flushing {
+            batches: batches.clone(),
+            checkpoint,
+        });
+        (batches, checkpoint, seq)
+    };
+    let written = match write_segment(shared, seq, frozen.clone()).await {
+        Ok(written) => written,
+        Err(error) => {
+            // Put the rows back in front of what arrived meanwhile; the next flush retries.
+            let mut state = shared.state.lock();
+            if let Some(flushing) = state.flushing.take() {
+                let mut batches = flushing.batches;
+                batches.append(&mut state.memtable);
+                state.memtable_rows = batches.iter().map(|b| b.batch.num_rows()).sum();
+                state.memtable_bytes = batches
+                    .iter()
+                    .map(|b| b.batch.get_array_memory_size())
+                    .sum();
+                state.memtable = batches;
+                state.memtable_since = Some(std::time::Instant::now());
+            }
+            return Err(error);
+        }
+    };
+    {
+        let mut state = shared.state.lock();
+        let Some(flushing) = state.flushing.take() else {
+            return Err(Error::Corrupt {
+                key: shared.table.name.clone(),
+                reason: "a flush finished that was not in progress".to_owned(),
+            });
+        };
+        if let Some(mut segment) = written {
+            // Tombstones that reached the frozen batches while the file was being written.
+            let mut later = RoaringTreemap::new();
+            for (now, then) in flushing.batches.iter().zip(&frozen) {
+                later |= &*now.deleted - &*then.deleted;
+            }
+            segment.deleted = Arc::new(later & &*segment.ids);
+            state.segments.push(segment);
+        }
+        state.flushed = state.flushed.max_by_offset(flushing.checkpoint);
+        shared.publish(&state);
+    }
+    write_manifest(shared).await?;
+    tracing::debug!(table = %shared.table.name, next_offset = checkpoint.next_offset, "flushed");
+    Ok(())
+}
+
+/// A segment file's bytes, and the row ids it holds.
+struct Encoded {
+    bytes: Vec<u8>,
+    ids: RoaringTreemap,
+    rows: u64,
+}
+
+/// Runs CPU-bound work (Arrow, Parquet) off the async runtime.
+async fn blocking<T: Send + 'static>(
+    shared: &Shared,
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| Error::Stopped {
+            partition: shared.table.name.clone(),
+            cause: e.to_string(),
+        })?
+}
+
+/// Writes the live rows of `batches` as segment `seq`, sorted by row id. `None` when no row is
+/// live (nothing to write).
+async fn write_segment(
+    shared: &Arc<Shared>,
+    seq: u64,
+    batches: Vec<MemBatch>,
+) -> Result<Option<Segment>> {
+    let schema = shared.schema.clone();
+    let vectors = batches.iter().fold(RoaringTreemap::new(), |acc, b| {
+        acc | (&*b.vectors - &*b.deleted)
+    });
+    let encoded = blocking(shared, move || {
+        let live: Vec<RecordBatch> = batches.iter().map(MemBatch::live).collect::<Result<_>>()?;
+        sorted_parquet(&schema, &live)
+    })
+    .await?;
+    match encoded {
+        Some(encoded) => install_file(shared, seq, encoded, vectors).await.map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Stores an encoded segment as segment `seq`.
+async fn install_file(
+    shared: &Arc<Shared>,
+    seq: u64,
+    encoded: Encoded,
+    vectors: RoaringTreemap,
+) -> Result<Segment> {
+    let path = shared.store.path(&segment_name(seq));
+    let size = encoded.bytes.len() as u64;
+    segment::put(&shared.store.store, &path, encoded.bytes).await?;
+    Ok(Segment {
+        seq,
+        file: SegmentFile::new(shared.store.store.clone(), path, size),
+        rows: encoded.rows,
+        vectors: Arc::new(vectors & &encoded.ids),
+        ids: Arc::new(encoded.ids),
+        deleted: Arc::new(RoaringTreemap::new()),
+    })
+}
+
+/// Concatenates `live`, sorts by `_row_id` and encodes Parquet. `None` for no rows.
+fn sorted_parquet(
+    schema: &arrow_schema::SchemaRef,
+    live: &[RecordBatch],
+) -> Result<Option<Encoded>> {
+    let all = compute::concat_batches(schema, live).map_err(arrow_error)?;
+    if all.num_rows() == 0 {
+        return Ok(None);
+    }
+    let order = compute::sort_to_indices(
+        all.column_by_name(ROW_ID)
+            .ok_or_else(|| Error::Arrow(format!("no {ROW_ID} column")))?,
+        None,
+        None,
+    )
+    .map_err(arrow_error)?;
+    let sorted = compute::take_record_batch(&all, &order).map_err(arrow_error)?;
+    let ids: RoaringTreemap = row_ids(&sorted)?.values().iter().copied().collect();
+    let rows = sorted.num_rows() as u64;
+    Ok(Some(Encoded {
+        bytes: segment::encode_parquet(&[sorted])?,
+        ids,
+        rows,
+    }))
+}
+
+/// Merges the small segments (and drops their tombstoned rows) when there are enough of them.
+pub(super) async fn compact(shared: &Arc<Shared>) -> Result<()> {
+    let jobs = shared.jobs.read().await;
+    if *jobs {
+        return Ok(());
+    }
+    let small = |s: &Segment| s.live_rows() < shared.options.small_segment_rows;
+    let (inputs, seq) = {
+        let mut state = shared.state.lock();
+        let inputs: Vec<Segment> = state
+            .segments
+            .iter()
+            .filter(|s| small(s))
+            .cloned()
+            .collect();
+        if state.compacting || inputs.len() < shared.options.compact_min_segments.max(2) {
+            return Ok(());
+        }
+        state.compacting = true;
+        let seq = state.next_segment;
+        state.next_segment += 1;
+        (inputs, seq)
+    };
+    let result = merge(shared, seq, &inputs).await;
+    {
+        let mut state = shared.state.lock();
+        state.compacting = false;
+        install_compaction(&mut state, &inputs, result?);
+        shared.publish(&state);
+    }
+    write_manifest(shared).await?;
+    drop(jobs);
+    tracing::debug!(table = %shared.table.name, segments = inputs.len(), "compacted");
+    Ok(())
+}
+
+/// Writes the live rows of `inputs` as one segment `seq`.
+async fn merge(shared: &Arc<Shared>, seq: u64, inputs: &[Segment]) -> Result<Option<Segment>> {
+    let mut parts = Vec::new();
+    for segment in inputs {
+        let file = shared.store.store.get(&segment.file.path).await?;
+        parts.push((file.bytes().await?, segment.deleted.clone()));
+    }
+    let vectors = inputs.iter().fold(RoaringTreemap::new(), |acc, s| {
+        acc | (&*s.vectors - &*s.deleted)
+    });
+    let schema = shared.schema.clone();
+    let encoded = blocking(shared, move || {
+        let mut live = Vec::new();
+        for (bytes, deleted) in parts {
+            for batch in read_parquet(bytes)? {
+                let mask: arrow::array::BooleanArray = row_ids(&batch)?
+                    .values()
+                    .iter()
+                    .map(|id| Some(!deleted.contains(*id)))
+                    .collect();
+                let batch = compute::filter_record_batch(&batch, &mask).map_err(arrow_error)?;
+                // Put the table's field definitions back (Parquet does not keep all of them).
+                live.push(
+                    RecordBatch::try_new(schema.clone(), batch.columns().to_vec())
+                        .map_err(arrow_error)?,
+                );
+            }
+        }
+        sorted_parquet(&schema, &live)
+    })
+    .await?;
+    match encoded {
+        Some(encoded) => install_file(shared, seq, encoded, vectors).await.map(Some),
+        None => Ok(None),
+    }
+}
+
+fn install_compaction(state: &mut State, inputs: &[Segment], merged: Option<Segment>) {
+    let mut later = RoaringTreemap::new();
+    for input in inputs {
+        if let Some(now) = state.segments.iter().find(|s| s.seq == input.seq) {
+            later |= &*now.deleted - &*input.deleted;
+            now.file.retire();
+        }
+    }
+    state
+        .segments
+        .retain(|s| !inputs.iter().any(|input| input.seq == s.seq));
+    if let Some(mut merged) = merged {
+        merged.deleted = Arc::new(later & &*merged.ids);
+        state.segments.push(merged);
+        state.segments.sort_by_key(|s| s.seq);
+    }
+}
+
+pub(super) fn read_parquet(bytes: Bytes) -> Result<Vec<RecordBatch>> {
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()?;
+    reader.collect::<Result<Vec<_>, _>>().map_err(arrow_error)
+}
+
+/// Writes a manifest of the current state and drops manifests older than the previous one.
+async fn write_manifest(shared: &Arc<Shared>) -> Result<()> {
+    let mut next = shared.manifests.lock().await;
+    let manifest = {
+        let state = shared.state.lock();
+        Manifest {
+            table_id: shared.table.id.clone(),
+            checkpoint: state.flushed,
+            next_row_id: state.next_row_id,
+            next_segment: state.next_segment,
+            segments: state
+                .segments
+                .iter()
+                .map(|s| {
+                    Ok(SegmentEntry {
+                        seq: s.seq,
+                        file: segment_name(s.seq),
+                        bytes: s.file.bytes,
+                        rows: s.rows,
+                        ids: bitmap_to_text(&s.ids)?,
+                        deleted: bitmap_to_text(&s.deleted)?,
+                        vectors: bitmap_to_text(&s.vectors)?,
+                    })
+                })
+                .collect::<Result<_>>()?,
+        }
+    };
+    let seq = *next;
+    segment::put(
+        &shared.store.store,
+        &shared.store.path(&manifest_name(seq)),
+        manifest.encode()?,
+    )
+    .await?;
+    *next += 1;
+    if seq > 2 {
+        match shared
+            .store
+            .store
+            .delete(&shared.store.path(&manifest_name(seq - 2)))
+            .await
+        {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(error) => tracing::warn!(%error, "could not delete an old manifest"),
+        }
+    }
+    Ok(())
+}

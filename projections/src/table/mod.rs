@@ -1,0 +1,538 @@
+//! The table projection: the segment store of one table.
+//!
+//! A table's rows are immutable Parquet segments (sorted by `_row_id`, with statistics) plus a
+//! memtable of recent Arrow batches; each segment and memtable batch carries roaring bitmaps of
+//! the row ids it holds, the ones deleted since, and the ones with a vector.
+//!
+//! - Applying an event is in memory: an append adds a memtable batch; a delete or update
+//!   tombstones the live version of each row id (there is at most one: an update tombstones the
+//!   old version and writes its replacement under the same row id).
+//! - A flush (by rows, bytes or age) freezes the memtable, writes it as a segment through
+//!   object_store in the background, then installs it and writes a manifest whose checkpoint is
+//!   the offset the frozen memtable reached. Writes are never blocked by it.
+//! - Compaction merges small segments and drops tombstoned rows, in the background too.
+//! - On start, the newest valid manifest is loaded and the log is replayed from its checkpoint.
+//!   Replaying an event whose effect is already in the manifest is harmless: a re-applied
+//!   tombstone finds no live version, and appends after the checkpoint are not in any segment.
+//!
+//! Readers get an immutable [`TableSnapshot`]; [`TableScan`] exposes one to DataFusion.
+
+mod maintenance;
+mod manifest;
+mod provider;
+pub mod rows;
+mod segment;
+
+#[cfg(test)]
+mod tests;
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use arrow::array::{Array, RecordBatch};
+use arrow_schema::SchemaRef;
+use futures::TryStreamExt;
+use object_store::ObjectStoreExt;
+use parking_lot::{Mutex, RwLock};
+use roaring::RoaringTreemap;
+use strata_log::{Envelope, PartitionId, envelope::Body};
+
+use self::segment::row_ids;
+pub use self::{
+    provider::{DeletionFilterExec, TableScan},
+    segment::{Segment, SegmentFile, TableStore},
+};
+use crate::{
+    catalog::TableDef,
+    error::{Error, Result},
+    projection::{Checkpoint, Projection},
+};
+
+/// When to flush and compact.
+#[derive(Clone, Debug)]
+pub struct TableOptions {
+    /// Flush once the memtable holds this many rows...
+    pub flush_rows: usize,
+    /// ...or this many bytes...
+    pub flush_bytes: usize,
+    /// ...or its oldest row is this old (checked by [`TableHandle::maintain`]).
+    pub flush_age: Duration,
+    /// Merge the memtable's batches into one once it holds this many.
+    pub memtable_batches: usize,
+    /// Compact once this many segments are small...
+    pub compact_min_segments: usize,
+    /// ...where small means fewer rows than this.
+    pub small_segment_rows: u64,
+}
+
+impl Default for TableOptions {
+    fn default() -> Self {
+        TableOptions {
+            flush_rows: 256 * 1024,
+            flush_bytes: 64 << 20,
+            flush_age: Duration::from_secs(10),
+            memtable_batches: 64,
+            compact_min_segments: 8,
+            small_segment_rows: 1 << 20,
+        }
+    }
+}
+
+/// Recent rows not yet in a segment: one batch in the table schema, with its bitmaps.
+#[derive(Clone, Debug)]
+pub struct MemBatch {
+    pub batch: RecordBatch,
+    pub ids: Arc<RoaringTreemap>,
+    pub deleted: Arc<RoaringTreemap>,
+    pub vectors: Arc<RoaringTreemap>,
+}
+
+impl MemBatch {
+    fn new(batch: RecordBatch, vector_column: Option<usize>) -> Result<MemBatch> {
+        let mut ids = RoaringTreemap::new();
+        let mut vectors = RoaringTreemap::new();
+        let id_column = row_ids(&batch)?;
+        let vector = vector_column.map(|i| batch.column(i).clone());
+        for (i, id) in id_column.values().iter().enumerate() {
+            ids.insert(*id);
+            if vector.as_ref().is_some_and(|v| v.is_valid(i)) {
+                vectors.insert(*id);
+            }
+        }
+        Ok(MemBatch {
+            batch,
+            ids: Arc::new(ids),
+            deleted: Arc::new(RoaringTreemap::new()),
+            vectors: Arc::new(vectors),
+        })
+    }
+
+    /// The batch without its deleted rows.
+    pub fn live(&self) -> Result<RecordBatch> {
+        if self.deleted.is_empty() {
+            return Ok(self.batch.clone());
+        }
+        let mask: arrow::array::BooleanArray = row_ids(&self.batch)?
+            .values()
+            .iter()
+            .map(|id| Some(!self.deleted.contains(*id)))
+            .collect();
+        arrow::compute::filter_record_batch(&self.batch, &mask).map_err(rows::arrow_error)
+    }
+}
+
+/// A table as of a point in its partition: what queries and the leader read.
+#[derive(Clone, Debug)]
+pub struct TableSnapshot {
+    pub table: Arc<TableDef>,
+    /// `_row_id` first, then the table's columns.
+    pub schema: SchemaRef,
+    pub store: TableStore,
+    pub segments: Vec<Segment>,
+    /// Rows not yet in a segment (including those being flushed), oldest first.
+    pub memtable: Vec<MemBatch>,
+    pub next_row_id: u64,
+    pub live_rows: u64,
+    pub live_vectors: u64,
+    /// Everything before this offset of the table's partition is reflected.
+    pub applied: Checkpoint,
+}
+
+struct Flushing {
+    batches: Vec<MemBatch>,
+    checkpoint: Checkpoint,
+}
+
+struct State {
+    /// What has been applied, in memory.
+    applied: Checkpoint,
+    /// What the newest installed flush reflects: the checkpoint of the next manifest.
+    flushed: Checkpoint,
+    next_row_id: u64,
+    memtable: Vec<MemBatch>,
+    memtable_rows: usize,
+    memtable_bytes: usize,
+    memtable_since: Option<Instant>,
+    flushing: Option<Flushing>,
+    segments: Vec<Segment>,
+    next_segment: u64,
+    compacting: bool,
+    live_rows: u64,
+    live_vectors: u64,
+}
+
+pub(crate) struct Shared {
+    table: Arc<TableDef>,
+    schema: SchemaRef,
+    data_schema: SchemaRef,
+    vector_column: Option<usize>,
+    store: TableStore,
+    options: TableOptions,
+    state: Mutex<State>,
+    snapshot: RwLock<Arc<TableSnapshot>>,
+    /// Serializes manifest writes; holds the sequence number of the next one.
+    manifests: tokio::sync::Mutex<u64>,
+    /// Held shared by every flush and compaction; taken exclusively (and set) by `close`, so
+    /// that no job of a closed projection writes after a new one has opened the same files.
+    jobs: tokio::sync::RwLock<bool>,
+    runtime: tokio::runtime::Handle,
+}
+
+/// The projection of one table's partition. Moved into its [`crate::Projector`].
+pub struct TableProjection {
+    partition: PartitionId,
+    shared: Arc<Shared>,
+    durable: Checkpoint,
+}
+
+/// A handle on a running table projection: its latest snapshot, and maintenance.
+#[derive(Clone)]
+pub struct TableHandle {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for TableHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableHandle")
+            .field("table", &self.shared.table.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TableProjection {
+    /// Loads a table's newest manifest from its store (or starts empty at the table's start
+    /// offset) and removes segment files no manifest refers to (left by an interrupted flush).
+    pub async fn open(
+        table: Arc<TableDef>,
+        partition: PartitionId,
+        store: TableStore,
+        options: TableOptions,
+    ) -> Result<(TableProjection, TableHandle)> {
+        let schema = rows::table_schema(&table);
+        let data_schema = rows::data_schema(&table);
+        let vector_column = table
+            .vector_column
+            .as_ref()
+            .and_then(|name| schema.index_of(name).ok());
+        let (manifest, next_manifest) = maintenance::load_manifest(&store, &table.id).await?;
+        let start = Checkpoint {
+            next_offset: table.start_offset,
+            epoch: 0,
+        };
+        let mut state = State {
+            applied: start,
+            flushed: start,
+            next_row_id: 0,
+            memtable: Vec::new(),
+            memtable_rows: 0,
+            memtable_bytes: 0,
+            memtable_since: None,
+            flushing: None,
+            segments: Vec::new(),
+            next_segment: 1,
+            compacting: false,
+            live_rows: 0,
+            live_vectors: 0,
+        };
+        if let Some(manifest) = &manifest {
+            state.applied = manifest.checkpoint;
+            state.flushed = manifest.checkpoint;
+            state.next_row_id = manifest.next_row_id;
+            state.next_segment = manifest.next_segment;
+            for entry in &manifest.segments {
+                let segment = maintenance::segment_from_entry(&store, entry)?;
+                state.live_rows += segment.live_rows();
+                state.live_vectors += (&*segment.vectors - &*segment.deleted).len();
+                state.segments.push(segment);
+            }
+        }
+        maintenance::remove_orphans(&store, manifest.as_ref()).await?;
+        let durable = state.applied;
+        let shared = Arc::new(Shared {
+            snapshot: RwLock::new(Arc::new(TableSnapshot {
+                table: table.clone(),
+                schema: schema.clone(),
+                store: store.clone(),
+                segments: state.segments.clone(),
+                memtable: Vec::new(),
+                next_row_id: state.next_row_id,
+                live_rows: state.live_rows,
+                live_vectors: state.live_vectors,
+                applied: state.applied,
+            })),
+            table,
+            schema,
+            data_schema,
+            vector_column,
+            store,
+            options,
+            state: Mutex::new(state),
+            manifests: tokio::sync::Mutex::new(next_manifest),
+            jobs: tokio::sync::RwLock::new(false),
+            runtime: tokio::runtime::Handle::current(),
+        });
+        let handle = TableHandle {
+            shared: shared.clone(),
+        };
+        Ok((
+            TableProjection {
+                partition,
+                shared,
+                durable,
+            },
+            handle,
+        ))
+    }
+}
+
+impl Projection for TableProjection {
+    type Snapshot = Arc<TableSnapshot>;
+
+    fn partition(&self) -> &PartitionId {
+        &self.partition
+    }
+
+    fn checkpoint(&self) -> Checkpoint {
+        self.durable
+    }
+
+    fn apply(&mut self, events: &[Envelope], checkpoint: Checkpoint) -> Result<()> {
+        let shared = &self.shared;
+        let mut state = shared.state.lock();
+        for event in events {
+            match &event.body {
+                Some(Body::RowsAppended(appended)) if appended.table_id == shared.table.id => {
+                    let ids = appended.first_row_id..appended.first_row_id + appended.row_count;
+                    shared.append(&mut state, &appended.arrow_ipc, ids.collect())?;
+                }
+                Some(Body::RowsDeleted(deleted)) if deleted.table_id == shared.table.id => {
+                    tombstone(&mut state, deleted.row_ids.iter().copied().collect());
+                }
+                Some(Body::RowsUpdated(updated)) if updated.table_id == shared.table.id => {
+                    tombstone(&mut state, updated.row_ids.iter().copied().collect());
+                    shared.append(&mut state, &updated.arrow_ipc, updated.row_ids.clone())?;
+                }
+                _ => {}
+            }
+        }
+        state.applied = checkpoint;
+        if state.memtable.len() > shared.options.memtable_batches {
+            merge_memtable(&mut state)?;
+        }
+        let flush = state.flushing.is_none()
+            && (state.memtable_rows >= shared.options.flush_rows
+                || state.memtable_bytes >= shared.options.flush_bytes);
+        shared.publish(&state);
+        drop(state);
+        if flush {
+            self.shared.spawn_flush();
+        }
+        Ok(())
+    }
+
+    fn snapshot(&self) -> Arc<TableSnapshot> {
+        self.shared.snapshot.read().clone()
+    }
+}
+
+impl Shared {
+    /// Decodes rows of an event and adds them to the memtable under `ids`.
+    fn append(&self, state: &mut State, ipc: &[u8], ids: Vec<u64>) -> Result<()> {
+        let decoded = rows::decode_ipc(ipc)?;
+        let batch = RecordBatch::try_new(self.data_schema.clone(), decoded.columns().to_vec())
+            .map_err(|error| Error::Corrupt {
+                key: format!("rows of table {}", self.table.name),
+                reason: error.to_string(),
+            })?;
+        if batch.num_rows() != ids.len() {
+            return Err(Error::Corrupt {
+                key: format!("rows of table {}", self.table.name),
+                reason: format!("{} rows for {} row ids", batch.num_rows(), ids.len()),
+            });
+        }
+        if let Some(&last) = ids.iter().max() {
+            state.next_row_id = state.next_row_id.max(last + 1);
+        }
+        let batch = rows::with_row_ids(&self.schema, &batch, ids)?;
+        let mem = MemBatch::new(batch, self.vector_column)?;
+        state.live_rows += mem.ids.len();
+        state.live_vectors += mem.vectors.len();
+        state.memtable_rows += mem.batch.num_rows();
+        state.memtable_bytes += mem.batch.get_array_memory_size();
+        state.memtable_since.get_or_insert_with(Instant::now);
+        state.memtable.push(mem);
+        Ok(())
+    }
+
+    /// Makes the state visible to readers.
+    fn publish(&self, state: &State) {
+        let mut memtable: Vec<MemBatch> = state
+            .flushing
+            .iter()
+            .flat_map(|f| f.batches.iter().cloned())
+            .collect();
+        memtable.extend(state.memtable.iter().cloned());
+        *self.snapshot.write() = Arc::new(TableSnapshot {
+            table: self.table.clone(),
+            schema: self.schema.clone(),
+            store: self.store.clone(),
+            segments: state.segments.clone(),
+            memtable,
+            next_row_id: state.next_row_id,
+            live_rows: state.live_rows,
+            live_vectors: state.live_vectors,
+            applied: state.applied,
+        });
+    }
+
+    fn spawn_flush(self: &Arc<Self>) {
+        let shared = self.clone();
+        self.runtime.spawn(async move {
+            if let Err(error) = maintenance::flush(&shared).await {
+                tracing::error!(table = %shared.table.name, %error, "flush failed; will retry");
+            }
+        });
+    }
+}
+
+/// Tombstones the live version of each row id. Returns nothing: counts are kept in the state.
+fn tombstone(state: &mut State, mut ids: RoaringTreemap) {
+    let State {
+        memtable,
+        flushing,
+        segments,
+        live_rows,
+        live_vectors,
+        ..
+    } = state;
+    let memtable = memtable
+        .iter_mut()
+        .rev()
+        .map(|m| (&m.ids, &mut m.deleted, &m.vectors));
+    let frozen = flushing
+        .iter_mut()
+        .flat_map(|f| f.batches.iter_mut().rev())
+        .map(|m| (&m.ids, &mut m.deleted, &m.vectors));
+    let stored = segments
+        .iter_mut()
+        .rev()
+        .map(|s| (&s.ids, &mut s.deleted, &s.vectors));
+    for (holds, deleted, vectors) in memtable.chain(frozen).chain(stored) {
+        if ids.is_empty() {
+            break;
+        }
+        let hits = (&ids & &**holds) - &**deleted;
+        if hits.is_empty() {
+            continue;
+        }
+        *live_rows -= hits.len();
+        *live_vectors -= (&hits & &**vectors).len();
+        *Arc::make_mut(deleted) |= &hits;
+        ids -= &hits;
+    }
+}
+
+/// Replaces the memtable's batches by one holding their live rows (many small appends would
+/// otherwise make every snapshot long).
+fn merge_memtable(state: &mut State) -> Result<()> {
+    let Some(first) = state.memtable.first() else {
+        return Ok(());
+    };
+    let schema = first.batch.schema();
+    let live: Vec<RecordBatch> = state
+        .memtable
+        .iter()
+        .map(MemBatch::live)
+        .collect::<Result<_>>()?;
+    let merged = arrow::compute::concat_batches(&schema, &live).map_err(rows::arrow_error)?;
+    let mut ids = RoaringTreemap::new();
+    let mut vectors = RoaringTreemap::new();
+    for batch in state.memtable.drain(..) {
+        ids |= &*batch.ids - &*batch.deleted;
+        vectors |= &*batch.vectors - &*batch.deleted;
+    }
+    state.memtable_rows = merged.num_rows();
+    state.memtable_bytes = merged.get_array_memory_size();
+    state.memtable.push(MemBatch {
+        batch: merged,
+        ids: Arc::new(ids),
+        deleted: Arc::new(RoaringTreemap::new()),
+        vectors: Arc::new(vectors),
+    });
+    Ok(())
+}
+
+impl TableHandle {
+    pub fn snapshot(&self) -> Arc<TableSnapshot> {
+        self.shared.snapshot.read().clone()
+    }
+
+    /// Flushes the memtable if its oldest row is older than the flush age, and compacts if
+    /// there are enough small segments. Call it periodically.
+    pub async fn maintain(&self) -> Result<()> {
+        let due = {
+            let state = self.shared.state.lock();
+            state.flushing.is_none()
+                && state
+                    .memtable_since
+                    .is_some_and(|since| since.elapsed() >= self.shared.options.flush_age)
+        };
+        if due {
+            maintenance::flush(&self.shared).await?;
+        }
+        maintenance::compact(&self.shared).await
+    }
+
+    /// Flushes whatever the memtable holds now, and waits for it (tests, shutdown).
+    pub async fn flush(&self) -> Result<()> {
+        maintenance::flush(&self.shared).await
+    }
+
+    /// Compacts now if there is anything to compact, and waits for it.
+    pub async fn compact(&self) -> Result<()> {
+        maintenance::compact(&self.shared).await
+    }
+
+    /// Waits for running flushes and compactions and refuses later ones. Call before the
+    /// projection is dropped and its table opened again (hibernation, restart).
+    pub async fn close(&self) {
+        *self.shared.jobs.write().await = true;
+    }
+
+    /// Deletes every file of the table (after it was dropped). Snapshots still being read keep
+    /// their segment files until they are done.
+    pub async fn destroy(&self) -> Result<()> {
+        self.close().await;
+        {
+            let state = self.shared.state.lock();
+            for segment in &state.segments {
+                segment.file.retire();
+            }
+        }
+        let store = &self.shared.store;
+        let listed: Vec<_> = store.store.list(Some(&store.prefix)).try_collect().await?;
+        let segments_dir = store.path("segments");
+        for object in listed {
+            if !object.location.prefix_matches(&segments_dir) {
+                store.store.delete(&object.location).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The value of a vector column at `row`, if the table has one (for counting vectors of a batch
+/// before it is appended).
+pub fn count_vectors(batch: &RecordBatch, vector_column: Option<&str>) -> u64 {
+    let Some(column) = vector_column.and_then(|name| batch.column_by_name(name)) else {
+        return 0;
+    };
+    (column.len() - column.null_count()) as u64
+}
+
+/// Row ids of a batch in the table schema, as a vector (for callers outside this module).
+pub fn batch_row_ids(batch: &RecordBatch) -> Result<Vec<u64>> {
+    Ok(row_ids(batch)?.values().to_vec())
+}

@@ -1,0 +1,258 @@
+//! DataFusion over a table snapshot: segments are scanned as Parquet through object_store, with
+//! the projection and the query's filters pushed into the scan (row groups pruned by their
+//! statistics), each followed by a filter of its tombstoned rows; memtable rows are scanned
+//! from memory.
+
+use std::{fmt, sync::Arc};
+
+use arrow::array::{BooleanArray, RecordBatch, UInt64Array};
+use arrow_schema::SchemaRef;
+use async_trait::async_trait;
+use datafusion::{
+    catalog::{Session, TableProvider},
+    common::{DFSchema, Result as DfResult, tree_node::TreeNodeRecursion},
+    datasource::{
+        TableType,
+        listing::PartitionedFile,
+        memory::MemorySourceConfig,
+        physical_plan::{FileScanConfigBuilder, ParquetSource},
+        source::DataSourceExec,
+    },
+    execution::{SendableRecordBatchStream, TaskContext},
+    logical_expr::{Expr, TableProviderFilterPushDown, utils::conjunction},
+    physical_expr::PhysicalExpr,
+    physical_plan::{
+        ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties,
+        ReplaceChildrenOptions, empty::EmptyExec, expressions::Column, projection::ProjectionExec,
+        stream::RecordBatchStreamAdapter, union::UnionExec,
+    },
+};
+use futures::StreamExt;
+use roaring::RoaringTreemap;
+
+use super::{TableSnapshot, rows::ROW_ID};
+
+/// A table snapshot as a DataFusion table. `_row_id` is its first column.
+#[derive(Debug, Clone)]
+pub struct TableScan {
+    snapshot: Arc<TableSnapshot>,
+}
+
+impl TableScan {
+    pub fn new(snapshot: Arc<TableSnapshot>) -> TableScan {
+        TableScan { snapshot }
+    }
+}
+
+#[async_trait]
+impl TableProvider for TableScan {
+    fn schema(&self) -> SchemaRef {
+        self.snapshot.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> DfResult<Vec<TableProviderFilterPushDown>> {
+        // Used to prune row groups; DataFusion still filters every row.
+        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let snapshot = &self.snapshot;
+        let schema = &snapshot.schema;
+        let wanted: Vec<usize> = projection
+            .cloned()
+            .unwrap_or_else(|| (0..schema.fields().len()).collect());
+        // Tombstones are filtered by row id, so the scan always reads `_row_id` (column 0).
+        let mut read = wanted.clone();
+        if !read.contains(&0) {
+            read.insert(0, 0);
+        }
+        let row_id_at = read.iter().position(|&i| i == 0).unwrap_or(0);
+        let predicate = match conjunction(filters.to_vec()) {
+            Some(filter) => {
+                let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
+                Some(state.create_physical_expr(filter, &df_schema)?)
+            }
+            None => None,
+        };
+        let mut parts: Vec<Arc<dyn ExecutionPlan>> = Vec::new();
+        for segment in &snapshot.segments {
+            if segment.live_rows() == 0 {
+                continue;
+            }
+            let mut source = ParquetSource::new(schema.clone());
+            if let Some(predicate) = &predicate {
+                source = source.with_predicate(predicate.clone());
+            }
+            let config = FileScanConfigBuilder::new(snapshot.store.url.clone(), Arc::new(source))
+                .with_file(PartitionedFile::new(
+                    segment.file.path.to_string(),
+                    segment.file.bytes,
+                ))
+                .with_projection_indices(Some(read.clone()))?
+                .build();
+            let scan: Arc<dyn ExecutionPlan> = DataSourceExec::from_data_source(config);
+            parts.push(match segment.deleted.is_empty() {
+                true => scan,
+                false => Arc::new(DeletionFilterExec::new(
+                    scan,
+                    segment.deleted.clone(),
+                    row_id_at,
+                )),
+            });
+        }
+        let memtable: Vec<RecordBatch> = snapshot
+            .memtable
+            .iter()
+            .map(|m| m.live())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?
+            .into_iter()
+            .filter(|b| b.num_rows() > 0)
+            .collect();
+        if !memtable.is_empty() {
+            parts.push(MemorySourceConfig::try_new_exec(
+                &[memtable],
+                schema.clone(),
+                Some(read.clone()),
+            )?);
+        }
+        let read_schema = Arc::new(schema.project(&read)?);
+        let plan: Arc<dyn ExecutionPlan> = match parts.len() {
+            0 => Arc::new(EmptyExec::new(read_schema.clone())),
+            _ => UnionExec::try_new(parts)?,
+        };
+        if read == wanted {
+            return Ok(plan);
+        }
+        // Drop the `_row_id` that was read only for the tombstones.
+        let columns: Vec<(Arc<dyn PhysicalExpr>, String)> = wanted
+            .iter()
+            .map(|&i| {
+                let at = read.iter().position(|&r| r == i).unwrap_or(0);
+                let name = read_schema.field(at).name().clone();
+                (
+                    Arc::new(Column::new(&name, at)) as Arc<dyn PhysicalExpr>,
+                    name,
+                )
+            })
+            .collect();
+        Ok(Arc::new(ProjectionExec::try_new(columns, plan)?))
+    }
+}
+
+/// Removes rows whose `_row_id` is in a bitmap: the tombstones of one segment.
+#[derive(Debug)]
+pub struct DeletionFilterExec {
+    input: Arc<dyn ExecutionPlan>,
+    deleted: Arc<RoaringTreemap>,
+    row_id_at: usize,
+}
+
+impl DeletionFilterExec {
+    pub fn new(
+        input: Arc<dyn ExecutionPlan>,
+        deleted: Arc<RoaringTreemap>,
+        row_id_at: usize,
+    ) -> Self {
+        DeletionFilterExec {
+            input,
+            deleted,
+            row_id_at,
+        }
+    }
+}
+
+impl DisplayAs for DeletionFilterExec {
+    fn fmt_as(&self, _format: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(
+            f,
+            "DeletionFilterExec: {} tombstones on {ROW_ID}",
+            self.deleted.len()
+        )
+    }
+}
+
+impl ExecutionPlan for DeletionFilterExec {
+    fn name(&self) -> &str {
+        "DeletionFilterExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        self.input.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
+    ) -> DfResult<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+        _options: ReplaceChildrenOptions,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        Ok(Arc::new(DeletionFilterExec {
+            input: children.swap_remove(0),
+            deleted: self.deleted.clone(),
+            row_id_at: self.row_id_at,
+        }))
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        self.replace_children(
+            children,
+            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+        )
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        let input = self.input.execute(partition, context)?;
+        let schema = input.schema();
+        let (deleted, at) = (self.deleted.clone(), self.row_id_at);
+        let stream = input.map(move |batch| {
+            let batch = batch?;
+            let ids = batch
+                .column(at)
+                .as_any()
+                .downcast_ref::<UInt64Array>()
+                .ok_or_else(|| {
+                    datafusion::error::DataFusionError::Internal(format!(
+                        "column {at} is not {ROW_ID}"
+                    ))
+                })?;
+            let keep: BooleanArray = ids
+                .values()
+                .iter()
+                .map(|id| Some(!deleted.contains(*id)))
+                .collect();
+            Ok(arrow::compute::filter_record_batch(&batch, &keep)?)
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+    }
+}

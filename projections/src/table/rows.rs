@@ -1,0 +1,74 @@
+//! Arrow helpers for table rows: the table's schema (with `_row_id` first), and the Arrow IPC
+//! encoding events carry rows in.
+
+use std::{io::Cursor, sync::Arc};
+
+use arrow::{
+    array::{ArrayRef, RecordBatch, UInt64Array},
+    ipc::{reader::StreamReader, writer::StreamWriter},
+};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+
+use crate::{
+    catalog::TableDef,
+    error::{Error, Result},
+};
+
+/// The hidden, stable id of every row; the first column of every table as queries see it.
+pub const ROW_ID: &str = "_row_id";
+
+/// The table's columns as events carry them: no `_row_id`.
+pub fn data_schema(table: &TableDef) -> SchemaRef {
+    Arc::new(Schema::new(
+        table
+            .columns
+            .iter()
+            .map(|c| Field::new(&c.name, c.data_type.to_arrow(), c.nullable))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// The table's columns as stored and queried: `_row_id` (uint64, not null) first.
+pub fn table_schema(table: &TableDef) -> SchemaRef {
+    let mut fields = vec![Arc::new(Field::new(ROW_ID, DataType::UInt64, false))];
+    fields.extend(data_schema(table).fields().iter().cloned());
+    Arc::new(Schema::new(fields))
+}
+
+/// Encodes one batch as an Arrow IPC stream.
+pub fn encode_ipc(batch: &RecordBatch) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut writer = StreamWriter::try_new(&mut out, &batch.schema()).map_err(arrow_error)?;
+    writer.write(batch).map_err(arrow_error)?;
+    writer.finish().map_err(arrow_error)?;
+    drop(writer);
+    Ok(out)
+}
+
+/// Decodes the one batch of an Arrow IPC stream written by [`encode_ipc`].
+pub fn decode_ipc(bytes: &[u8]) -> Result<RecordBatch> {
+    let reader = StreamReader::try_new(Cursor::new(bytes), None).map_err(arrow_error)?;
+    let mut batches = reader.collect::<Result<Vec<_>, _>>().map_err(arrow_error)?;
+    match batches.len() {
+        1 => Ok(batches.remove(0)),
+        n => Err(Error::Corrupt {
+            key: "rows".to_owned(),
+            reason: format!("an event holds {n} record batches, expected 1"),
+        }),
+    }
+}
+
+/// `batch` (in the data schema) with its row ids prepended, in the table schema.
+pub fn with_row_ids(
+    schema: &SchemaRef,
+    batch: &RecordBatch,
+    row_ids: Vec<u64>,
+) -> Result<RecordBatch> {
+    let mut columns: Vec<ArrayRef> = vec![Arc::new(UInt64Array::from(row_ids))];
+    columns.extend(batch.columns().iter().cloned());
+    RecordBatch::try_new(schema.clone(), columns).map_err(arrow_error)
+}
+
+pub(crate) fn arrow_error(error: arrow::error::ArrowError) -> Error {
+    Error::Arrow(error.to_string())
+}

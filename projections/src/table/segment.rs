@@ -1,0 +1,154 @@
+//! Segments: immutable Parquet files of a table's rows, sorted by `_row_id`, with min/max
+//! statistics, and the in-memory bitmaps that go with each (rows it holds, rows deleted since,
+//! rows with a vector).
+
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, Ordering},
+};
+
+use arrow::array::{RecordBatch, UInt64Array};
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload, path::Path};
+use parquet::{
+    arrow::ArrowWriter,
+    basic::Compression,
+    file::properties::{EnabledStatistics, WriterProperties},
+};
+use roaring::RoaringTreemap;
+
+use super::rows::{ROW_ID, arrow_error};
+use crate::error::{Error, Result};
+
+/// Where a table's files live: an object store (the local data directory, or a bound bucket)
+/// and the table's prefix in it.
+#[derive(Clone, Debug)]
+pub struct TableStore {
+    pub store: Arc<dyn ObjectStore>,
+    /// The URL DataFusion knows the store by (`strata://<database id>`).
+    pub url: datafusion::execution::object_store::ObjectStoreUrl,
+    /// `<table id>/` under the database's root in the store.
+    pub prefix: Path,
+}
+
+impl TableStore {
+    pub(crate) fn path(&self, relative: &str) -> Path {
+        self.prefix.clone().join_parts_checked(relative)
+    }
+}
+
+trait JoinParts {
+    fn join_parts_checked(self, relative: &str) -> Path;
+}
+
+impl JoinParts for Path {
+    fn join_parts_checked(self, relative: &str) -> Path {
+        relative
+            .split('/')
+            .fold(self, |path, part| path.clone().join(part))
+    }
+}
+
+/// A segment file. Once retired (replaced by compaction, or its table dropped) it is deleted
+/// when the last snapshot that can still read it goes away.
+#[derive(Debug)]
+pub struct SegmentFile {
+    pub path: Path,
+    pub bytes: u64,
+    store: Arc<dyn ObjectStore>,
+    retired: AtomicBool,
+}
+
+impl SegmentFile {
+    pub(crate) fn new(store: Arc<dyn ObjectStore>, path: Path, bytes: u64) -> Arc<SegmentFile> {
+        Arc::new(SegmentFile {
+            path,
+            bytes,
+            store,
+            retired: AtomicBool::new(false),
+        })
+    }
+
+    pub(crate) fn retire(&self) {
+        self.retired.store(true, Ordering::Release);
+    }
+}
+
+impl Drop for SegmentFile {
+    fn drop(&mut self) {
+        if !self.retired.load(Ordering::Acquire) {
+            return;
+        }
+        let (store, path) = (self.store.clone(), self.path.clone());
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                match store.delete(&path).await {
+                    Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                    Err(error) => {
+                        tracing::warn!(%path, %error, "could not delete a retired segment")
+                    }
+                }
+            });
+        }
+    }
+}
+
+/// A segment and its bitmaps.
+#[derive(Clone, Debug)]
+pub struct Segment {
+    /// Order of creation: a later segment holds later versions of rows.
+    pub seq: u64,
+    pub file: Arc<SegmentFile>,
+    pub rows: u64,
+    /// The row ids the file holds.
+    pub ids: Arc<RoaringTreemap>,
+    /// Row ids of the file deleted since it was written.
+    pub deleted: Arc<RoaringTreemap>,
+    /// Row ids of the file with a vector.
+    pub vectors: Arc<RoaringTreemap>,
+}
+
+impl Segment {
+    pub fn live_rows(&self) -> u64 {
+        self.rows - self.deleted.len()
+    }
+}
+
+/// Encodes rows (already sorted by `_row_id`, deleted rows removed) as a Parquet file with
+/// statistics on every column.
+pub(crate) fn encode_parquet(batches: &[RecordBatch]) -> Result<Vec<u8>> {
+    let Some(first) = batches.first() else {
+        return Err(Error::Arrow(
+            "a segment needs at least one batch".to_owned(),
+        ));
+    };
+    let properties = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(Default::default()))
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_max_row_group_row_count(Some(256 * 1024))
+        .build();
+    let mut out = Vec::new();
+    let mut writer = ArrowWriter::try_new(&mut out, first.schema(), Some(properties))?;
+    for batch in batches {
+        writer.write(batch)?;
+    }
+    writer.close()?;
+    Ok(out)
+}
+
+/// Writes `bytes` to `path` in the store.
+pub(crate) async fn put(store: &Arc<dyn ObjectStore>, path: &Path, bytes: Vec<u8>) -> Result<()> {
+    store.put(path, PutPayload::from(bytes)).await?;
+    Ok(())
+}
+
+/// The row ids of a batch in the table schema.
+pub(crate) fn row_ids(batch: &RecordBatch) -> Result<&UInt64Array> {
+    batch
+        .column_by_name(ROW_ID)
+        .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+        .ok_or_else(|| {
+            arrow_error(arrow::error::ArrowError::SchemaError(format!(
+                "no {ROW_ID} column"
+            )))
+        })
+}

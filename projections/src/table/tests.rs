@@ -1,0 +1,377 @@
+//! The segment store against a model: random appends, deletes and updates, with flushes,
+//! compactions and restarts in between, must read back exactly what a map of row id to row says.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use arrow::{
+    array::{AsArray, FixedSizeListBuilder, Float32Builder, Int64Array, RecordBatch, StringArray},
+    datatypes::{Int64Type, UInt64Type},
+};
+use datafusion::{execution::object_store::ObjectStoreUrl, prelude::SessionContext};
+use object_store::{ObjectStore, local::LocalFileSystem, path::Path};
+use proptest::prelude::*;
+use strata_log::{
+    CommitLog, Envelope, MemoryLog, PartitionId,
+    envelope::Body,
+    event::{RowsAppended, RowsDeleted, RowsUpdated},
+};
+
+use super::*;
+use crate::{
+    Projector,
+    catalog::{ColumnDef, TableDef, VectorMetric},
+    schema::ColumnType,
+};
+
+/// A row of the test table: (name, n, vector present).
+type Row = (String, i64, bool);
+
+fn table() -> Arc<TableDef> {
+    Arc::new(TableDef {
+        name: "t".into(),
+        id: "t1".into(),
+        columns: vec![
+            ColumnDef {
+                name: "name".into(),
+                data_type: ColumnType::Utf8,
+                nullable: false,
+            },
+            ColumnDef {
+                name: "n".into(),
+                data_type: ColumnType::Int64,
+                nullable: true,
+            },
+            ColumnDef {
+                name: "v".into(),
+                data_type: ColumnType::Vector { dim: 2 },
+                nullable: true,
+            },
+        ],
+        fts_columns: vec![],
+        exact_columns: vec![],
+        vector_column: Some("v".into()),
+        vector_metric: Some(VectorMetric::L2),
+        start_offset: 0,
+        created_at_micros: 0,
+    })
+}
+
+fn batch(rows: &[Row]) -> RecordBatch {
+    let mut vectors = FixedSizeListBuilder::new(Float32Builder::new(), 2);
+    for (_, n, has) in rows {
+        if *has {
+            vectors.values().append_value(*n as f32);
+            vectors.values().append_value(1.0);
+            vectors.append(true);
+        } else {
+            vectors.values().append_null();
+            vectors.values().append_null();
+            vectors.append(false);
+        }
+    }
+    RecordBatch::try_new(
+        rows::data_schema(&table()),
+        vec![
+            Arc::new(StringArray::from_iter_values(
+                rows.iter().map(|r| r.0.clone()),
+            )),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+            Arc::new(vectors.finish()),
+        ],
+    )
+    .unwrap()
+}
+
+fn event(body: Body) -> Envelope {
+    Envelope {
+        body: Some(body),
+        ..Default::default()
+    }
+}
+
+struct Harness {
+    dir: tempfile::TempDir,
+    log: Arc<dyn CommitLog>,
+    options: TableOptions,
+    projector: Option<Projector<Arc<TableSnapshot>>>,
+    handle: Option<TableHandle>,
+}
+
+impl Harness {
+    async fn new(options: TableOptions) -> Harness {
+        let mut harness = Harness {
+            dir: tempfile::tempdir().unwrap(),
+            log: Arc::new(MemoryLog::new()),
+            options,
+            projector: None,
+            handle: None,
+        };
+        harness.start().await;
+        harness
+    }
+
+    fn store(&self) -> TableStore {
+        let store: Arc<dyn ObjectStore> =
+            Arc::new(LocalFileSystem::new_with_prefix(self.dir.path()).unwrap());
+        TableStore {
+            store,
+            url: ObjectStoreUrl::parse("strata://db1").unwrap(),
+            prefix: Path::from("db1/t1"),
+        }
+    }
+
+    fn partition() -> PartitionId {
+        PartitionId::table("a", "db", "t")
+    }
+
+    async fn start(&mut self) {
+        let (projection, handle) = TableProjection::open(
+            table(),
+            Self::partition(),
+            self.store(),
+            self.options.clone(),
+        )
+        .await
+        .unwrap();
+        self.projector = Some(
+            Projector::start(self.log.clone(), projection)
+                .await
+                .unwrap(),
+        );
+        self.handle = Some(handle);
+    }
+
+    /// Drops the running projection (as a crash would: nothing is flushed) and starts again.
+    async fn restart(&mut self) {
+        self.handle.as_ref().unwrap().close().await;
+        self.projector = None;
+        self.handle = None;
+        self.start().await;
+    }
+
+    async fn write(&self, body: Body) {
+        let range = self
+            .log
+            .append(&Self::partition(), vec![event(body)])
+            .await
+            .unwrap();
+        self.projector
+            .as_ref()
+            .unwrap()
+            .wait_for(range.start)
+            .await
+            .unwrap();
+    }
+
+    fn snapshot(&self) -> Arc<TableSnapshot> {
+        self.projector.as_ref().unwrap().snapshot()
+    }
+
+    async fn query(&self) -> BTreeMap<u64, Row> {
+        let snapshot = self.snapshot();
+        let ctx = SessionContext::new();
+        ctx.register_object_store(snapshot.store.url.as_ref(), snapshot.store.store.clone());
+        ctx.register_table("t", Arc::new(TableScan::new(snapshot)))
+            .unwrap();
+        let batches = ctx
+            .sql("SELECT _row_id, name, n, v IS NOT NULL AS has_v FROM t")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        let mut out = BTreeMap::new();
+        for batch in batches {
+            let ids = batch.column(0).as_primitive::<UInt64Type>();
+            let names = batch.column(1).as_string::<i32>();
+            let ns = batch.column(2).as_primitive::<Int64Type>();
+            let has = batch.column(3).as_boolean();
+            for i in 0..batch.num_rows() {
+                let previous = out.insert(
+                    ids.value(i),
+                    (names.value(i).to_owned(), ns.value(i), has.value(i)),
+                );
+                assert!(previous.is_none(), "row id {} read twice", ids.value(i));
+            }
+        }
+        out
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Append(Vec<Row>),
+    Delete(Vec<prop::sample::Index>),
+    Update(Vec<prop::sample::Index>, i64),
+    Flush,
+    Compact,
+    Restart,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let row = ("[a-z]{1,6}", -100i64..100, any::<bool>());
+    prop_oneof![
+        4 => prop::collection::vec(row, 1..20).prop_map(Op::Append),
+        2 => prop::collection::vec(any::<prop::sample::Index>(), 1..6).prop_map(Op::Delete),
+        2 => (prop::collection::vec(any::<prop::sample::Index>(), 1..4), -100i64..100)
+            .prop_map(|(i, n)| Op::Update(i, n)),
+        1 => Just(Op::Flush),
+        1 => Just(Op::Compact),
+        1 => Just(Op::Restart),
+    ]
+}
+
+/// Picks existing row ids of the model by index, deduplicated and ascending.
+fn pick(model: &BTreeMap<u64, Row>, picks: &[prop::sample::Index]) -> Vec<u64> {
+    if model.is_empty() {
+        return Vec::new();
+    }
+    let keys: Vec<u64> = model.keys().copied().collect();
+    let mut ids: Vec<u64> = picks.iter().map(|p| keys[p.index(keys.len())]).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+async fn run(ops: Vec<Op>, options: TableOptions) {
+    let mut harness = Harness::new(options).await;
+    let mut model: BTreeMap<u64, Row> = BTreeMap::new();
+    let mut next_id = 0u64;
+    for op in ops {
+        match op {
+            Op::Append(rows) => {
+                let ipc = rows::encode_ipc(&batch(&rows)).unwrap();
+                harness
+                    .write(Body::RowsAppended(RowsAppended {
+                        table_id: "t1".into(),
+                        first_row_id: next_id,
+                        row_count: rows.len() as u64,
+                        arrow_ipc: ipc.into(),
+                        vector_count: rows.iter().filter(|r| r.2).count() as u64,
+                    }))
+                    .await;
+                for row in rows {
+                    model.insert(next_id, row);
+                    next_id += 1;
+                }
+            }
+            Op::Delete(picks) => {
+                let ids = pick(&model, &picks);
+                harness
+                    .write(Body::RowsDeleted(RowsDeleted {
+                        table_id: "t1".into(),
+                        row_ids: ids.clone(),
+                        vector_count: 0,
+                    }))
+                    .await;
+                for id in ids {
+                    model.remove(&id);
+                }
+            }
+            Op::Update(picks, n) => {
+                let ids = pick(&model, &picks);
+                let rows: Vec<Row> = ids
+                    .iter()
+                    .map(|id| (format!("u{id}"), n, model[id].2))
+                    .collect();
+                let ipc = rows::encode_ipc(&batch(&rows)).unwrap();
+                harness
+                    .write(Body::RowsUpdated(RowsUpdated {
+                        table_id: "t1".into(),
+                        row_ids: ids.clone(),
+                        arrow_ipc: ipc.into(),
+                        vectors_removed: 0,
+                        vectors_added: 0,
+                    }))
+                    .await;
+                for (id, row) in ids.into_iter().zip(rows) {
+                    model.insert(id, row);
+                }
+            }
+            Op::Flush => harness.handle.as_ref().unwrap().flush().await.unwrap(),
+            Op::Compact => harness.handle.as_ref().unwrap().compact().await.unwrap(),
+            Op::Restart => harness.restart().await,
+        }
+        let snapshot = harness.snapshot();
+        assert_eq!(snapshot.live_rows, model.len() as u64);
+        assert_eq!(
+            snapshot.live_vectors,
+            model.values().filter(|r| r.2).count() as u64
+        );
+    }
+    assert_eq!(harness.query().await, model);
+    harness.restart().await;
+    assert_eq!(harness.query().await, model, "after a final restart");
+}
+
+fn small() -> TableOptions {
+    TableOptions {
+        flush_rows: 25,
+        flush_bytes: 1 << 30,
+        memtable_batches: 4,
+        compact_min_segments: 3,
+        small_segment_rows: 40,
+        ..TableOptions::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(40))]
+
+    #[test]
+    fn the_segment_store_reads_back_what_a_model_holds(ops in prop::collection::vec(op(), 1..40)) {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(run(ops, small()));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_replays_only_what_follows_the_manifest() {
+    let mut harness = Harness::new(TableOptions::default()).await;
+    for i in 0..5 {
+        let ipc = rows::encode_ipc(&batch(&[(format!("r{i}"), i, true)])).unwrap();
+        harness
+            .write(Body::RowsAppended(RowsAppended {
+                table_id: "t1".into(),
+                first_row_id: i as u64,
+                row_count: 1,
+                arrow_ipc: ipc.into(),
+                vector_count: 1,
+            }))
+            .await;
+    }
+    harness.handle.as_ref().unwrap().flush().await.unwrap();
+    let (projection, _) = TableProjection::open(
+        table(),
+        Harness::partition(),
+        harness.store(),
+        TableOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(projection.checkpoint().next_offset, 5);
+    harness.restart().await;
+    let snapshot = harness.snapshot();
+    assert_eq!((snapshot.segments.len(), snapshot.memtable.len()), (1, 0));
+    assert_eq!(harness.query().await.len(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_of_another_incarnation_are_ignored() {
+    let harness = Harness::new(TableOptions::default()).await;
+    let ipc = rows::encode_ipc(&batch(&[("x".into(), 1, false)])).unwrap();
+    harness
+        .write(Body::RowsAppended(RowsAppended {
+            table_id: "an-older-table".into(),
+            first_row_id: 0,
+            row_count: 1,
+            arrow_ipc: ipc.into(),
+            vector_count: 0,
+        }))
+        .await;
+    assert!(harness.query().await.is_empty());
+}
