@@ -22,6 +22,7 @@ pub struct Config {
     pub log: LogConfig,
     pub cluster: ClusterConfig,
     pub plans: Plans,
+    pub tables: TablesConfig,
     pub logging: LoggingConfig,
     pub debug: DebugConfig,
 }
@@ -93,6 +94,37 @@ pub struct Plan {
     pub max_databases: u64,
 }
 
+/// The segment store of every table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TablesConfig {
+    /// A table's memtable is flushed into a segment once it holds this many rows...
+    pub flush_rows: usize,
+    /// ...or this many bytes...
+    pub flush_bytes: usize,
+    /// ...or its oldest row is this old.
+    pub flush_age_ms: u64,
+    /// The memtable's batches are merged into one once it holds this many.
+    pub memtable_batches: usize,
+    /// Small segments are compacted once there are this many...
+    pub compact_min_segments: usize,
+    /// ...where small means fewer live rows than this.
+    pub small_segment_rows: u64,
+}
+
+impl Default for TablesConfig {
+    fn default() -> Self {
+        TablesConfig {
+            flush_rows: 256 * 1024,
+            flush_bytes: 64 << 20,
+            flush_age_ms: 10_000,
+            memtable_batches: 64,
+            compact_min_segments: 8,
+            small_segment_rows: 1 << 20,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LoggingConfig {
@@ -119,6 +151,7 @@ impl Default for Config {
             log: LogConfig::default(),
             cluster: ClusterConfig::default(),
             plans: Plans::default(),
+            tables: TablesConfig::default(),
             logging: LoggingConfig::default(),
             debug: DebugConfig::default(),
         }

@@ -14,4 +14,6 @@ pub mod http;
 pub mod keys;
 pub mod metrics;
 pub mod names;
+pub mod query;
+pub mod rows;
 pub mod server;

@@ -172,7 +172,7 @@ fn check_unique(field: &str, names: &[String]) -> Result<()> {
 
 impl Engine {
     /// The database `name` of the principal's account, if it exists and is not being deleted.
-    fn ready_database(&self, principal: &Principal, name: &str) -> Result<Database> {
+    pub(super) fn ready_database(&self, principal: &Principal, name: &str) -> Result<Database> {
         principal.authorize(name)?;
         match self.control_state().database(&principal.account, name) {
             Some(database) if database.status == DatabaseStatus::Ready => Ok(database.clone()),
@@ -182,7 +182,7 @@ impl Engine {
 
     /// After taking a catalog permit: the database may have been deleted while the request
     /// waited.
-    fn still_ready(&self, runtime: &DatabaseRuntime) -> Result<()> {
+    pub(super) fn still_ready(&self, runtime: &DatabaseRuntime) -> Result<()> {
         let current = self.control_state();
         let ready = !runtime.closed.load(Ordering::Acquire)
             && current
@@ -257,6 +257,18 @@ impl Engine {
             database_id: database.id.clone(),
         });
         permit.write(body, origin).await?;
+        // Its files go in the background; the log keeps its history.
+        let active = runtime.take_table(&table.id);
+        let store = runtime.store.clone();
+        let prefix = format!("{}/{}", database.id, table.id);
+        tokio::spawn(async move {
+            if let Some(active) = active {
+                active.handle().close().await;
+            }
+            if let Err(error) = super::remove_files(&store, &prefix).await {
+                tracing::warn!(%prefix, %error, "could not delete a dropped table's files");
+            }
+        });
         Ok(())
     }
 

@@ -6,15 +6,19 @@
 //!
 //! - [`control`]: accounts, API keys, authentication, databases.
 //! - [`catalog`]: tables of a database.
+//! - [`table`]: rows of tables, and read-only SQL.
 //! - [`purge`]: the background purge of deleted databases.
 
 mod catalog;
 mod control;
 mod leader;
 mod purge;
+mod table;
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
+use datafusion::execution::object_store::ObjectStoreUrl;
+use object_store::ObjectStore;
 use strata_log::{CommitLog, FileLog, FileLogOptions};
 use strata_projections::{
     Projector, StateStore,
@@ -28,6 +32,7 @@ pub use self::{
     catalog::{ColumnSpec, CreateTable},
     control::{DatabaseInfo, KeyInfo, Principal},
     leader::Origin,
+    table::{RowCount, TableRuntime},
 };
 use crate::{
     config::{Config, LogBackend},
@@ -35,14 +40,39 @@ use crate::{
     metrics::{Metrics, partition_kind},
 };
 
-/// The live parts of one active database: its catalog's projection and leader.
+/// The live parts of one active database: its catalog's projection and leader, where its
+/// segments live, and its active tables.
 pub struct DatabaseRuntime {
     pub account: String,
     pub name: String,
     pub id: String,
     catalog: Leader<Arc<CatalogState>>,
+    /// The object store of the database's segments, and the URL queries know it by.
+    store: Arc<dyn ObjectStore>,
+    url: ObjectStoreUrl,
+    /// Active tables, by table id.
+    tables: parking_lot::Mutex<HashMap<String, Arc<OnceCell<Arc<TableRuntime>>>>>,
     /// Set by the purge once the database is gone: writes that were waiting are refused.
     closed: std::sync::atomic::AtomicBool,
+}
+
+impl DatabaseRuntime {
+    /// Takes an active table out of the runtime (it was dropped, or the database is going).
+    fn take_table(&self, table_id: &str) -> Option<Arc<TableRuntime>> {
+        self.tables
+            .lock()
+            .remove(table_id)
+            .and_then(|cell| cell.get().cloned())
+    }
+
+    /// Takes every active table out of the runtime.
+    fn take_tables(&self) -> Vec<Arc<TableRuntime>> {
+        self.tables
+            .lock()
+            .drain()
+            .filter_map(|(_, cell)| cell.get().cloned())
+            .collect()
+    }
 }
 
 type RuntimeCell = Arc<OnceCell<Arc<DatabaseRuntime>>>;
@@ -51,6 +81,9 @@ pub struct Engine {
     config: Arc<Config>,
     log: Arc<dyn CommitLog>,
     store: StateStore,
+    /// Where table segments live unless a database is bound to its own bucket:
+    /// `<data_dir>/tables/<database id>/<table id>/`.
+    tables: Arc<dyn ObjectStore>,
     control: Leader<Arc<ControlState>>,
     /// Active database runtimes, by database id.
     databases: parking_lot::Mutex<HashMap<String, RuntimeCell>>,
@@ -89,6 +122,13 @@ impl Engine {
         };
         let state_dir = config.data_dir.join("state");
         let store = blocking(move || StateStore::open(state_dir)).await??;
+        let tables_dir = config.data_dir.join("tables");
+        std::fs::create_dir_all(&tables_dir)
+            .map_err(|e| Error::Internal(format!("cannot create {}: {e}", tables_dir.display())))?;
+        let tables: Arc<dyn ObjectStore> = Arc::new(
+            object_store::local::LocalFileSystem::new_with_prefix(&tables_dir)
+                .map_err(|e| Error::Internal(e.to_string()))?,
+        );
         let projection = {
             let store = store.clone();
             blocking(move || ControlProjection::open(&store)).await??
@@ -105,6 +145,7 @@ impl Engine {
             config,
             log,
             store,
+            tables,
             control,
             databases: parking_lot::Mutex::new(HashMap::new()),
             metrics,
@@ -172,10 +213,15 @@ impl Engine {
         };
         let projector = Projector::start(self.log.clone(), projection).await?;
         tracing::info!(account = %database.account, database = %database.name, "database activated");
+        let url = ObjectStoreUrl::parse(format!("strata://{}", database.id))
+            .map_err(|e| Error::Internal(e.to_string()))?;
         Ok(Arc::new(DatabaseRuntime {
             account: database.account.clone(),
             name: database.name.clone(),
             id: database.id.clone(),
+            store: self.tables.clone(),
+            url,
+            tables: parking_lot::Mutex::new(HashMap::new()),
             catalog: Leader::new(
                 self.log.clone(),
                 projector,
@@ -222,6 +268,25 @@ impl Engine {
                 .set(lag.get(kind).copied().unwrap_or(0));
         }
     }
+}
+
+/// Deletes every object under `prefix` (a dropped table's files, a purged database's).
+async fn remove_files(store: &Arc<dyn ObjectStore>, prefix: &str) -> Result<()> {
+    use futures::TryStreamExt;
+    use object_store::ObjectStoreExt;
+    let prefix = object_store::path::Path::from(prefix);
+    let listed: Vec<_> = store
+        .list(Some(&prefix))
+        .try_collect()
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))?;
+    for object in listed {
+        match store.delete(&object.location).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(error) => return Err(Error::Internal(error.to_string())),
+        }
+    }
+    Ok(())
 }
 
 /// Runs blocking work (file and sled I/O) off the async runtime.

@@ -52,7 +52,11 @@ impl Engine {
         if let Some(runtime) = cell.and_then(|cell| cell.get().cloned()) {
             let _permit = runtime.catalog.permit().await;
             runtime.closed.store(true, Ordering::Release);
+            for table in runtime.take_tables() {
+                table.handle().close().await;
+            }
         }
+        super::remove_files(&self.tables, &format!("{}/", database.id)).await?;
         let prefix = PartitionId::database_prefix(&database.account, &database.name);
         for partition in self.log.partitions().await? {
             if partition.as_str().starts_with(&prefix) {

@@ -18,20 +18,36 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
     type Rejection = Error;
 
     async fn from_request(request: Request, state: &AppState) -> Result<Self> {
-        let bytes =
-            Bytes::from_request(request, state)
-                .await
-                .map_err(|rejection| match rejection.status() {
-                    StatusCode::PAYLOAD_TOO_LARGE => Error::PayloadTooLarge {
-                        max: state.engine.config().server.max_body_bytes,
-                    },
-                    _ => Error::BadRequest(format!(
-                        "cannot read the request body: {}",
-                        rejection.body_text()
-                    )),
-                })?;
+        let bytes = read_bytes(request, state).await?;
         parse_json(&bytes).map(JsonBody)
     }
+}
+
+/// A request body as bytes, within the size limit (413 past it).
+pub struct RawBody(pub Vec<u8>);
+
+impl FromRequest<AppState> for RawBody {
+    type Rejection = Error;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self> {
+        read_bytes(request, state)
+            .await
+            .map(|bytes| RawBody(bytes.to_vec()))
+    }
+}
+
+async fn read_bytes(request: Request, state: &AppState) -> Result<Bytes> {
+    Bytes::from_request(request, state)
+        .await
+        .map_err(|rejection| match rejection.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => Error::PayloadTooLarge {
+                max: state.engine.config().server.max_body_bytes,
+            },
+            _ => Error::BadRequest(format!(
+                "cannot read the request body: {}",
+                rejection.body_text()
+            )),
+        })
 }
 
 /// The one name a data-plane path carries (`{database}` or `{name}`); a segment that is not
@@ -48,6 +64,20 @@ impl<S: Send + Sync> FromRequestParts<S> for PathName {
             .map_err(|rejection| {
                 Error::BadRequest(format!("invalid path: {}", rejection.body_text()))
             })
+    }
+}
+
+/// Query parameters, deserialized; a missing or malformed one is a 400 naming it.
+pub struct Params<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Params<T> {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self> {
+        let query = parts.uri.query().unwrap_or("");
+        serde_urlencoded::from_str(query)
+            .map(Params)
+            .map_err(|error| Error::BadRequest(format!("invalid query parameters: {error}")))
     }
 }
 

@@ -16,12 +16,13 @@ use strata_projections::{catalog::TableDef, schema::ColumnType};
 
 use super::{
     AppState, RequestId,
-    body::{JsonBody, PathName},
+    body::{JsonBody, Params, PathName, RawBody},
     health,
 };
 use crate::{
     engine::{CreateTable, Principal},
     error::{Error, Result},
+    rows::{self, ARROW_STREAM, RowsBody},
 };
 
 pub fn routes(state: AppState) -> Router {
@@ -35,6 +36,10 @@ pub fn routes(state: AppState) -> Router {
         .route("/v1/drop_table/{database}", post(drop_table))
         .route("/v1/list_tables/{database}", post(list_tables))
         .route("/v1/schema/{database}", post(schema))
+        .route("/v1/append/{database}", post(append))
+        .route("/v1/update/{database}", post(update))
+        .route("/v1/delete/{database}", post(delete_rows))
+        .route("/v1/query_sql/{database}", post(query_sql))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))
@@ -248,4 +253,146 @@ fn describe(table: &TableDef) -> Vec<Value> {
             descriptor
         })
         .collect()
+}
+
+/// The rows a write request carries, by its Content-Type: an Arrow IPC stream, or else JSON.
+fn rows_body(headers: &HeaderMap, body: Vec<u8>) -> RowsBody {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if content_type.starts_with(ARROW_STREAM) {
+        RowsBody::ArrowIpc(body)
+    } else {
+        RowsBody::Json(body)
+    }
+}
+
+/// Whether the client asked for JSON (`Accept: application/json`); Arrow IPC otherwise.
+fn wants_json(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|media| media.trim().starts_with("application/json"))
+}
+
+/// Rows as the client asked for them.
+fn render_rows(
+    headers: &HeaderMap,
+    schema: &arrow_schema::SchemaRef,
+    batches: &[arrow::array::RecordBatch],
+) -> Result<Response> {
+    if wants_json(headers) {
+        let body = rows::to_json(batches)?;
+        return Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response());
+    }
+    let body = rows::to_ipc(schema, batches)?;
+    Ok(([(header::CONTENT_TYPE, ARROW_STREAM)], body).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TableParam {
+    table: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PredicateParams {
+    table: String,
+    predicate: String,
+}
+
+async fn append(
+    State(state): State<AppState>,
+    Extension(request_id): Extension<RequestId>,
+    headers: HeaderMap,
+    PathName(database): PathName,
+    params: Result<Params<TableParam>, Error>,
+    body: Result<RawBody, Error>,
+) -> Result<Response> {
+    let principal = principal(&state, &headers)?;
+    let Params(params) = params?;
+    let RawBody(body) = body?;
+    let rows = state
+        .engine
+        .append(
+            &principal,
+            &database,
+            &params.table,
+            rows_body(&headers, body),
+            &principal.origin(&request_id.0),
+        )
+        .await?;
+    render_rows(&headers, &rows.schema(), &[rows])
+}
+
+async fn update(
+    State(state): State<AppState>,
+    Extension(request_id): Extension<RequestId>,
+    headers: HeaderMap,
+    PathName(database): PathName,
+    params: Result<Params<PredicateParams>, Error>,
+    body: Result<RawBody, Error>,
+) -> Result<Response> {
+    let principal = principal(&state, &headers)?;
+    let Params(params) = params?;
+    let RawBody(body) = body?;
+    let count = state
+        .engine
+        .update(
+            &principal,
+            &database,
+            &params.table,
+            &params.predicate,
+            rows_body(&headers, body),
+            &principal.origin(&request_id.0),
+        )
+        .await?;
+    Ok(Json(count).into_response())
+}
+
+async fn delete_rows(
+    State(state): State<AppState>,
+    Extension(request_id): Extension<RequestId>,
+    headers: HeaderMap,
+    PathName(database): PathName,
+    params: Result<Params<PredicateParams>, Error>,
+) -> Result<Response> {
+    let principal = principal(&state, &headers)?;
+    let Params(params) = params?;
+    let count = state
+        .engine
+        .delete(
+            &principal,
+            &database,
+            &params.table,
+            &params.predicate,
+            &principal.origin(&request_id.0),
+        )
+        .await?;
+    Ok(Json(count).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SqlQueryRequest {
+    sql: String,
+}
+
+async fn query_sql(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    PathName(database): PathName,
+    body: Result<JsonBody<SqlQueryRequest>, Error>,
+) -> Result<Response> {
+    let principal = principal(&state, &headers)?;
+    let JsonBody(request) = body?;
+    let result = state
+        .engine
+        .query_sql(&principal, &database, &request.sql)
+        .await?;
+    render_rows(&headers, &result.schema, &result.batches)
 }

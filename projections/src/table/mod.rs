@@ -33,8 +33,6 @@ use std::{
 
 use arrow::array::{Array, RecordBatch};
 use arrow_schema::SchemaRef;
-use futures::TryStreamExt;
-use object_store::ObjectStoreExt;
 use parking_lot::{Mutex, RwLock};
 use roaring::RoaringTreemap;
 use strata_log::{Envelope, PartitionId, envelope::Body};
@@ -138,6 +136,17 @@ pub struct TableSnapshot {
     pub live_vectors: u64,
     /// Everything before this offset of the table's partition is reflected.
     pub applied: Checkpoint,
+}
+
+impl TableSnapshot {
+    /// Whether a row with this id exists (and is not deleted).
+    pub fn is_live(&self, id: u64) -> bool {
+        let live = |ids: &RoaringTreemap, deleted: &RoaringTreemap| {
+            ids.contains(id) && !deleted.contains(id)
+        };
+        self.memtable.iter().any(|m| live(&m.ids, &m.deleted))
+            || self.segments.iter().any(|s| live(&s.ids, &s.deleted))
+    }
 }
 
 struct Flushing {
@@ -499,27 +508,6 @@ impl TableHandle {
     /// projection is dropped and its table opened again (hibernation, restart).
     pub async fn close(&self) {
         *self.shared.jobs.write().await = true;
-    }
-
-    /// Deletes every file of the table (after it was dropped). Snapshots still being read keep
-    /// their segment files until they are done.
-    pub async fn destroy(&self) -> Result<()> {
-        self.close().await;
-        {
-            let state = self.shared.state.lock();
-            for segment in &state.segments {
-                segment.file.retire();
-            }
-        }
-        let store = &self.shared.store;
-        let listed: Vec<_> = store.store.list(Some(&store.prefix)).try_collect().await?;
-        let segments_dir = store.path("segments");
-        for object in listed {
-            if !object.location.prefix_matches(&segments_dir) {
-                store.store.delete(&object.location).await?;
-            }
-        }
-        Ok(())
     }
 }
 

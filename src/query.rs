@@ -1,0 +1,281 @@
+//! SQL with DataFusion: read-only queries across a database's tables, and the predicates of
+//! update and delete.
+//!
+//! Identifiers are case-sensitive as written (DataFusion's lower-casing of unquoted names is
+//! off), because table and column names are. A query is one statement, and only a query: DDL,
+//! DML, COPY and other statements are refused before anything runs. Errors in the query (syntax,
+//! unknown names, types, division by zero) are the client's (400); only failures of the server
+//! are 500.
+
+use std::sync::Arc;
+
+use arrow::array::{AsArray, RecordBatch};
+use arrow_schema::SchemaRef;
+use datafusion::{
+    common::{
+        DFSchema, ScalarValue,
+        tree_node::{TreeNode, TreeNodeRecursion},
+    },
+    error::DataFusionError,
+    execution::object_store::ObjectStoreUrl,
+    logical_expr::{Expr, ExprSchemable, Operator, col, lit},
+    prelude::{SessionConfig, SessionContext},
+    sql::parser::Statement,
+};
+use object_store::ObjectStore;
+use strata_projections::table::{TableScan, TableSnapshot, rows::ROW_ID};
+
+use crate::error::{Error, Result};
+
+/// The rows a query produced.
+#[derive(Debug)]
+pub struct QueryResult {
+    pub schema: SchemaRef,
+    pub batches: Vec<RecordBatch>,
+}
+
+/// A session that reads one database's segments from `store`, known as `url`.
+pub fn session(url: &ObjectStoreUrl, store: Arc<dyn ObjectStore>) -> SessionContext {
+    let mut config = SessionConfig::new().with_information_schema(false);
+    config.options_mut().sql_parser.enable_ident_normalization = false;
+    let ctx = SessionContext::new_with_config(config);
+    ctx.register_object_store(url.as_ref(), store);
+    ctx
+}
+
+/// Parses `sql`: one statement, and a query.
+pub fn parse(ctx: &SessionContext, sql: &str) -> Result<Statement> {
+    if sql.trim().is_empty() {
+        return Err(Error::BadRequest("the sql is empty".to_owned()));
+    }
+    let state = ctx.state();
+    let dialect = state.config().options().sql_parser.dialect;
+    let statement = state.sql_to_statement(sql, &dialect).map_err(classify)?;
+    let is_query = matches!(
+        &statement,
+        Statement::Statement(inner) if matches!(**inner, datafusion::sql::sqlparser::ast::Statement::Query(_))
+    );
+    if !is_query {
+        return Err(Error::BadRequest(
+            "only a query (SELECT, WITH, VALUES) may run here; DDL, DML, COPY and other statements are refused"
+                .to_owned(),
+        ));
+    }
+    Ok(statement)
+}
+
+/// The names of the tables a statement reads.
+pub fn table_names(ctx: &SessionContext, statement: &Statement) -> Result<Vec<String>> {
+    let references = ctx
+        .state()
+        .resolve_table_references(statement)
+        .map_err(classify)?;
+    Ok(references.iter().map(|r| r.table().to_owned()).collect())
+}
+
+/// Plans and runs a parsed query against the tables registered in `ctx`.
+pub async fn run(ctx: &SessionContext, statement: Statement) -> Result<QueryResult> {
+    let state = ctx.state();
+    let plan = state.statement_to_plan(statement).await.map_err(classify)?;
+    datafusion::execution::context::SQLOptions::new()
+        .with_allow_ddl(false)
+        .with_allow_dml(false)
+        .with_allow_statements(false)
+        .verify_plan(&plan)
+        .map_err(classify)?;
+    let frame = ctx.execute_logical_plan(plan).await.map_err(classify)?;
+    let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
+    let batches = frame.collect().await.map_err(classify)?;
+    Ok(QueryResult { schema, batches })
+}
+
+/// What a predicate matched: live row ids (ascending), how many of them have a vector, and the
+/// row ids the predicate names explicitly (`_row_id = n`, `_row_id IN (...)`).
+#[derive(Debug, Default)]
+pub struct Matched {
+    pub ids: Vec<u64>,
+    pub vectors: u64,
+    pub named: Vec<u64>,
+}
+
+/// Evaluates an update or delete predicate over a table snapshot.
+pub async fn matching(
+    ctx: &SessionContext,
+    snapshot: Arc<TableSnapshot>,
+    predicate: &str,
+) -> Result<Matched> {
+    if predicate.trim().is_empty() {
+        return Err(Error::BadRequest("the predicate is empty".to_owned()));
+    }
+    let schema = DFSchema::try_from(snapshot.schema.as_ref().clone())
+        .map_err(|e| Error::Internal(e.to_string()))?;
+    let invalid = |e: DataFusionError| match classify(e) {
+        Error::BadRequest(message) => Error::BadRequest(format!("invalid predicate: {message}")),
+        other => other,
+    };
+    let expr = ctx.parse_sql_expr(predicate, &schema).map_err(invalid)?;
+    let kind = expr.get_type(&schema).map_err(invalid)?;
+    if !matches!(
+        kind,
+        arrow_schema::DataType::Boolean | arrow_schema::DataType::Null
+    ) {
+        return Err(Error::BadRequest(format!(
+            "invalid predicate: it is of type {kind}, not a boolean condition"
+        )));
+    }
+    let named = named_row_ids(&expr);
+    let has_vector = match &snapshot.table.vector_column {
+        Some(name) => col(format!("\"{name}\"")).is_not_null(),
+        None => lit(false),
+    };
+    let frame = ctx
+        .read_table(Arc::new(TableScan::new(snapshot.clone())))
+        .map_err(classify)?
+        .filter(expr)
+        .map_err(invalid)?
+        .select(vec![col(ROW_ID), has_vector.alias("has_vector")])
+        .map_err(invalid)?;
+    let batches = frame.collect().await.map_err(invalid)?;
+    let mut matched = Matched {
+        named,
+        ..Matched::default()
+    };
+    for batch in batches {
+        let ids = batch
+            .column(0)
+            .as_primitive::<arrow::datatypes::UInt64Type>();
+        let vectors = batch.column(1).as_boolean();
+        matched.ids.extend(ids.values().iter().copied());
+        matched.vectors += vectors.true_count() as u64;
+    }
+    matched.ids.sort_unstable();
+    Ok(matched)
+}
+
+/// Row ids a predicate names as literals: `_row_id = n` (either way round) and
+/// `_row_id IN (n, ...)`, anywhere in the expression.
+pub fn named_row_ids(expr: &Expr) -> Vec<u64> {
+    let is_row_id = |e: &Expr| matches!(e, Expr::Column(c) if c.name == ROW_ID);
+    let literal = |e: &Expr| match e {
+        Expr::Literal(value, _) => as_row_id(value),
+        _ => None,
+    };
+    let mut named = Vec::new();
+    let _ = expr.apply(|e| {
+        match e {
+            Expr::BinaryExpr(b) if b.op == Operator::Eq => {
+                if is_row_id(&b.left) {
+                    named.extend(literal(&b.right));
+                } else if is_row_id(&b.right) {
+                    named.extend(literal(&b.left));
+                }
+            }
+            Expr::InList(list) if !list.negated && is_row_id(&list.expr) => {
+                named.extend(list.list.iter().filter_map(literal));
+            }
+            _ => {}
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    named.sort_unstable();
+    named.dedup();
+    named
+}
+
+fn as_row_id(value: &ScalarValue) -> Option<u64> {
+    match value {
+        ScalarValue::UInt64(Some(v)) => Some(*v),
+        ScalarValue::UInt32(Some(v)) => Some(u64::from(*v)),
+        ScalarValue::Int64(Some(v)) => u64::try_from(*v).ok(),
+        ScalarValue::Int32(Some(v)) => u64::try_from(*v).ok(),
+        _ => None,
+    }
+}
+
+/// Whose fault a DataFusion error is.
+pub fn classify(error: DataFusionError) -> Error {
+    let root = error.find_root();
+    match root {
+        DataFusionError::SQL(..)
+        | DataFusionError::Plan(_)
+        | DataFusionError::SchemaError(..)
+        | DataFusionError::NotImplemented(_)
+        | DataFusionError::Configuration(_)
+        | DataFusionError::ArrowError(..)
+        | DataFusionError::Execution(_) => Error::BadRequest(clean(&root.to_string())),
+        DataFusionError::ResourcesExhausted(message) => Error::Unavailable(format!(
+            "the query needs more resources than are free: {message}"
+        )),
+        _ => Error::Internal(error.to_string()),
+    }
+}
+
+/// DataFusion prefixes messages with their kind ("Error during planning: ..."); keep the rest.
+fn clean(message: &str) -> String {
+    for prefix in [
+        "SQL error: ",
+        "Error during planning: ",
+        "Schema error: ",
+        "This feature is not implemented: ",
+        "Arrow error: ",
+        "Execution error: ",
+        "Invalid or Unsupported Configuration: ",
+    ] {
+        if let Some(rest) = message.strip_prefix(prefix) {
+            return rest.to_owned();
+        }
+    }
+    message.to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_expr(sql: &str) -> Expr {
+        let schema = DFSchema::try_from(arrow_schema::Schema::new(vec![
+            arrow_schema::Field::new(ROW_ID, arrow_schema::DataType::UInt64, false),
+            arrow_schema::Field::new("n", arrow_schema::DataType::Int64, true),
+        ]))
+        .unwrap();
+        SessionContext::new().parse_sql_expr(sql, &schema).unwrap()
+    }
+
+    #[test]
+    fn named_row_ids_are_found_anywhere_in_a_predicate() {
+        assert_eq!(named_row_ids(&parse_expr("_row_id = 5")), vec![5]);
+        assert_eq!(named_row_ids(&parse_expr("7 = _row_id")), vec![7]);
+        assert_eq!(
+            named_row_ids(&parse_expr(
+                "_row_id IN (3, 1, 3) OR (n > 2 AND _row_id = 9)"
+            )),
+            vec![1, 3, 9]
+        );
+        assert!(named_row_ids(&parse_expr("_row_id NOT IN (1, 2)")).is_empty());
+        assert!(named_row_ids(&parse_expr("_row_id > 5")).is_empty());
+        assert!(named_row_ids(&parse_expr("n = 5")).is_empty());
+    }
+
+    #[test]
+    fn only_single_queries_parse() {
+        let ctx = SessionContext::new();
+        assert!(parse(&ctx, "SELECT 1").is_ok());
+        assert!(parse(&ctx, "WITH x AS (SELECT 1 AS a) SELECT a FROM x").is_ok());
+        for sql in [
+            "",
+            "CREATE TABLE x (a INT)",
+            "DROP TABLE t",
+            "INSERT INTO t VALUES (1)",
+            "DELETE FROM t",
+            "COPY t TO '/tmp/x.parquet'",
+            "SELECT 1; SELECT 2",
+            "SET datafusion.execution.batch_size = 1",
+            "SELEC 1",
+        ] {
+            assert!(
+                matches!(parse(&ctx, sql), Err(Error::BadRequest(_))),
+                "{sql} should be refused"
+            );
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! Rows in requests and responses: a JSON RowsEnvelope (`{"data": [{...}, ...]}`) or an Arrow IPC
+//! stream holding exactly one record batch, validated and coerced against a table's columns;
+//! and rows rendered back as an Arrow IPC stream or a JSON envelope.
+//!
+//! Coercion: columns are matched by name; a column missing from the rows is null if the column
+//! is nullable (else refused); a value of another type is cast when the cast is lossless for it
+//! (an Arrow int32 into an int64 column, a JSON number into a float column, an RFC 3339 string
+//! into a timestamp column), and refused otherwise. Every refusal names the column.
+
+use std::{collections::HashSet, io::Cursor, sync::Arc};
+
+use arrow::{
+    array::{Array, ArrayRef, RecordBatch, new_null_array},
+    compute::{CastOptions, cast_with_options},
+    ipc::{reader::StreamReader, writer::StreamWriter},
+    util::display::FormatOptions,
+};
+use arrow_schema::SchemaRef;
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
+/// The media type of an Arrow IPC stream.
+pub const ARROW_STREAM: &str = "application/vnd.apache.arrow.stream";
+
+/// Rows as a request carried them, before they are checked against a table.
+#[derive(Debug)]
+pub enum RowsBody {
+    Json(Vec<u8>),
+    ArrowIpc(Vec<u8>),
+}
+
+impl RowsBody {
+    /// The rows as one batch in `schema` (a table's columns, without `_row_id`).
+    pub fn into_batch(self, schema: &SchemaRef) -> Result<RecordBatch> {
+        match self {
+            RowsBody::Json(bytes) => from_json(&bytes, schema),
+            RowsBody::ArrowIpc(bytes) => coerce(from_ipc(&bytes)?, schema),
+        }
+    }
+}
+
+fn from_json(bytes: &[u8], schema: &SchemaRef) -> Result<RecordBatch> {
+    let envelope: Value = serde_json::from_slice(bytes)
+        .map_err(|e| Error::BadRequest(format!("invalid request body: {e}")))?;
+    let Value::Object(mut envelope) = envelope else {
+        return Err(Error::BadRequest(
+            "the body must be an object {\"data\": [rows]}".to_owned(),
+        ));
+    };
+    let Some(Value::Array(rows)) = envelope.remove("data") else {
+        return Err(Error::BadRequest(
+            "the body needs a field \"data\" holding an array of rows".to_owned(),
+        ));
+    };
+    if let Some(extra) = envelope.keys().next() {
+        return Err(Error::BadRequest(format!(
+            "unknown field {extra:?} in the body; it holds only \"data\""
+        )));
+    }
+    let columns: HashSet<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    for (i, row) in rows.iter().enumerate() {
+        let Value::Object(row) = row else {
+            return Err(Error::BadRequest(format!("row {i} is not an object")));
+        };
+        if let Some(unknown) = row.keys().find(|k| !columns.contains(k.as_str())) {
+            return Err(Error::BadRequest(format!(
+                "row {i}: column {unknown:?} is not in the table{}",
+                if unknown == "_row_id" {
+                    " (_row_id is assigned by the server)"
+                } else {
+                    ""
+                }
+            )));
+        }
+    }
+    let mut decoder = arrow::json::ReaderBuilder::new(schema.clone())
+        .with_strict_mode(true)
+        .build_decoder()
+        .map_err(|e| Error::Internal(e.to_string()))?;
+    decoder
+        .serialize(&rows)
+        .map_err(|e| Error::BadRequest(format!("invalid rows: {}", clean(&e.to_string()))))?;
+    let batch = decoder
+        .flush()
+        .map_err(|e| Error::BadRequest(format!("invalid rows: {}", clean(&e.to_string()))))?;
+    let batch = batch.unwrap_or_else(|| RecordBatch::new_empty(schema.clone()));
+    for (field, column) in schema.fields().iter().zip(batch.columns()) {
+        check_nulls(field, column)?;
+    }
+    Ok(batch)
+}
+
+/// Arrow's messages start with the error kind; the kind says nothing to a client.
+fn clean(message: &str) -> &str {
+    message
+        .strip_prefix("Json error: ")
+        .or_else(|| message.strip_prefix("Cast error: "))
+        .or_else(|| message.strip_prefix("Invalid argument error: "))
+        .unwrap_or(message)
+}
+
+fn from_ipc(bytes: &[u8]) -> Result<RecordBatch> {
+    let reader = StreamReader::try_new(Cursor::new(bytes), None).map_err(|e| {
+        Error::BadRequest(format!(
+            "the body is not an Arrow IPC stream: {}",
+            clean(&e.to_string())
+        ))
+    })?;
+    let mut batches = reader.collect::<Result<Vec<_>, _>>().map_err(|e| {
+        Error::BadRequest(format!(
+            "the body is not a valid Arrow IPC stream: {}",
+            clean(&e.to_string())
+        ))
+    })?;
+    match batches.len() {
+        1 => Ok(batches.remove(0)),
+        n => Err(Error::BadRequest(format!(
+            "an Arrow IPC body must hold exactly one record batch; this one holds {n}"
+        ))),
+    }
+}
+
+/// Matches the columns of `batch` to `schema` by name and casts them to its types.
+fn coerce(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
+    let given = batch.schema();
+    for field in given.fields() {
+        if schema.field_with_name(field.name()).is_err() {
+            return Err(Error::BadRequest(format!(
+                "column {:?} is not in the table{}",
+                field.name(),
+                if field.name() == "_row_id" {
+                    " (_row_id is assigned by the server)"
+                } else {
+                    ""
+                }
+            )));
+        }
+    }
+    let strict = CastOptions {
+        safe: false,
+        format_options: FormatOptions::default(),
+    };
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+    for field in schema.fields() {
+        let column = match batch.column_by_name(field.name()) {
+            None if field.is_nullable() => new_null_array(field.data_type(), batch.num_rows()),
+            None => {
+                return Err(Error::BadRequest(format!(
+                    "column {:?} is missing and is not nullable",
+                    field.name()
+                )));
+            }
+            Some(column) if column.data_type() == field.data_type() => column.clone(),
+            Some(column) => cast_with_options(column, field.data_type(), &strict).map_err(|e| {
+                Error::BadRequest(format!(
+                    "column {:?}: cannot use {} as {}: {}",
+                    field.name(),
+                    column.data_type(),
+                    field.data_type(),
+                    clean(&e.to_string())
+                ))
+            })?,
+        };
+        check_nulls(field, &column)?;
+        columns.push(column);
+    }
+    RecordBatch::try_new(schema.clone(), columns)
+        .map_err(|e| Error::BadRequest(format!("invalid rows: {}", clean(&e.to_string()))))
+}
+
+fn check_nulls(field: &arrow_schema::Field, column: &ArrayRef) -> Result<()> {
+    if field.is_nullable() || column.null_count() == 0 {
+        return Ok(());
+    }
+    let row = (0..column.len()).find(|&i| column.is_null(i)).unwrap_or(0);
+    Err(Error::BadRequest(format!(
+        "column {:?} is not nullable, but row {row} has no value",
+        field.name()
+    )))
+}
+
+/// Rows as an Arrow IPC stream (an empty result still carries its schema).
+pub fn to_ipc(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let internal = |e: arrow::error::ArrowError| Error::Internal(e.to_string());
+    let mut writer = StreamWriter::try_new(&mut out, schema).map_err(internal)?;
+    for batch in batches {
+        writer.write(batch).map_err(internal)?;
+    }
+    writer.finish().map_err(internal)?;
+    drop(writer);
+    Ok(out)
+}
+
+/// Rows as the JSON envelope `{"data": [...]}`, nulls written out.
+pub fn to_json(batches: &[RecordBatch]) -> Result<Vec<u8>> {
+    let mut rows = Vec::new();
+    let mut writer = arrow::json::WriterBuilder::new()
+        .with_explicit_nulls(true)
+        .build::<_, arrow::json::writer::JsonArray>(&mut rows);
+    let refs: Vec<&RecordBatch> = batches.iter().collect();
+    writer
+        .write_batches(&refs)
+        .map_err(|e| Error::Internal(e.to_string()))?;
+    writer
+        .finish()
+        .map_err(|e| Error::Internal(e.to_string()))?;
+    drop(writer);
+    let mut out = Vec::with_capacity(rows.len() + 10);
+    out.extend_from_slice(b"{\"data\":");
+    if rows.is_empty() {
+        out.extend_from_slice(b"[]");
+    } else {
+        out.extend_from_slice(&rows);
+    }
+    out.push(b'}');
+    Ok(out)
+}
+
+/// An empty batch of `schema` (the rows of an append when there are none).
+pub fn empty(schema: &SchemaRef) -> RecordBatch {
+    RecordBatch::new_empty(Arc::clone(schema))
+}
+
+#[cfg(test)]
+mod tests;

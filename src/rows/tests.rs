@@ -1,0 +1,205 @@
+use std::sync::Arc;
+
+use arrow::{
+    array::{AsArray, Int32Array, StringArray},
+    datatypes::{Float32Type, Int64Type, TimestampMillisecondType},
+};
+use arrow_schema::{DataType, Field, Schema, TimeUnit};
+
+use super::*;
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("title", DataType::Utf8, false),
+        Field::new("n", DataType::Int64, true),
+        Field::new(
+            "at",
+            DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+            true,
+        ),
+        Field::new(
+            "v",
+            DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), 2),
+            true,
+        ),
+    ]))
+}
+
+fn json(body: &str) -> Result<RecordBatch> {
+    RowsBody::Json(body.as_bytes().to_vec()).into_batch(&schema())
+}
+
+fn ipc(batches: &[RecordBatch]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let schema = batches.first().map(|b| b.schema()).unwrap_or_else(schema);
+    let mut writer = StreamWriter::try_new(&mut out, &schema).unwrap();
+    for batch in batches {
+        writer.write(batch).unwrap();
+    }
+    writer.finish().unwrap();
+    drop(writer);
+    out
+}
+
+fn message(result: Result<RecordBatch>) -> String {
+    match result {
+        Err(Error::BadRequest(message)) => message,
+        other => panic!("expected a bad request, got {other:?}"),
+    }
+}
+
+#[test]
+fn json_rows_decode_into_the_table_types() {
+    let batch = json(
+        r#"{"data": [
+            {"title": "a", "n": 1, "at": "2024-05-01T10:00:00Z", "v": [1.5, 2]},
+            {"title": "b"}
+        ]}"#,
+    )
+    .unwrap();
+    assert_eq!(batch.num_rows(), 2);
+    assert_eq!(batch.column(1).as_primitive::<Int64Type>().value(0), 1);
+    assert!(batch.column(1).is_null(1));
+    assert_eq!(
+        batch
+            .column(2)
+            .as_primitive::<TimestampMillisecondType>()
+            .value(0),
+        1_714_557_600_000
+    );
+    let v = batch.column(3).as_fixed_size_list();
+    assert_eq!(
+        v.value(0).as_primitive::<Float32Type>().values(),
+        &[1.5, 2.0]
+    );
+    assert!(v.is_null(1));
+    assert_eq!(json(r#"{"data": []}"#).unwrap().num_rows(), 0);
+}
+
+#[test]
+fn bad_json_rows_name_the_column() {
+    for (body, needles) in [
+        (r#"{"data": [{"title": "a", "colour": 1}]}"#, vec!["colour"]),
+        (
+            r#"{"data": [{"title": "a", "_row_id": 1}]}"#,
+            vec!["_row_id", "assigned"],
+        ),
+        (r#"{"data": [{"title": "a", "n": "many"}]}"#, vec!["n"]),
+        (r#"{"data": [{"n": 1}]}"#, vec!["title"]),
+        (r#"{"data": [{"title": "a", "v": [1, 2, 3]}]}"#, vec!["v"]),
+        (
+            r#"{"data": [{"title": "a", "at": "yesterday"}]}"#,
+            vec!["yesterday"],
+        ),
+        (r#"{"rows": []}"#, vec!["\"data\""]),
+        (r#"{"data": [], "more": 1}"#, vec!["more"]),
+        (r#"{"data": [1]}"#, vec!["row 0"]),
+        (r#"[1]"#, vec!["object"]),
+        (r#"{"data": ["#, vec!["invalid request body"]),
+    ] {
+        let message = message(json(body));
+        for needle in needles {
+            assert!(
+                message.contains(needle),
+                "{body}: {message} should mention {needle}"
+            );
+        }
+    }
+}
+
+#[test]
+fn arrow_rows_are_matched_by_name_and_cast_when_lossless() {
+    let given = Arc::new(Schema::new(vec![
+        Field::new("n", DataType::Int32, true),
+        Field::new("title", DataType::Utf8, true),
+    ]));
+    let batch = RecordBatch::try_new(
+        given,
+        vec![
+            Arc::new(Int32Array::from(vec![7, 8])),
+            Arc::new(StringArray::from(vec!["x", "y"])),
+        ],
+    )
+    .unwrap();
+    let coerced = RowsBody::ArrowIpc(ipc(&[batch]))
+        .into_batch(&schema())
+        .unwrap();
+    assert_eq!(coerced.schema(), schema());
+    assert_eq!(
+        coerced.column(1).as_primitive::<Int64Type>().values(),
+        &[7, 8]
+    );
+    assert!(coerced.column(3).is_null(0));
+}
+
+#[test]
+fn bad_arrow_bodies_are_refused() {
+    let one = |fields: Vec<Field>, columns: Vec<ArrayRef>| {
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
+    };
+    let good = one(
+        vec![Field::new("title", DataType::Utf8, false)],
+        vec![Arc::new(StringArray::from(vec!["a"]))],
+    );
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (b"not arrow at all".to_vec(), "not an Arrow IPC stream"),
+        (ipc(&[]), "holds 0"),
+        (ipc(&[good.clone(), good.clone()]), "holds 2"),
+        (
+            ipc(&[one(
+                vec![Field::new("title", DataType::Utf8, true)],
+                vec![Arc::new(StringArray::from(vec![None::<&str>]))],
+            )]),
+            "\"title\" is not nullable",
+        ),
+        (
+            ipc(&[one(
+                vec![
+                    Field::new("title", DataType::Utf8, false),
+                    Field::new("n", DataType::Utf8, true),
+                ],
+                vec![
+                    Arc::new(StringArray::from(vec!["a"])),
+                    Arc::new(StringArray::from(vec!["seven"])),
+                ],
+            )]),
+            "column \"n\"",
+        ),
+        (
+            ipc(&[one(
+                vec![Field::new("extra", DataType::Utf8, true)],
+                vec![Arc::new(StringArray::from(vec!["a"]))],
+            )]),
+            "\"extra\" is not in the table",
+        ),
+        (
+            ipc(&[one(
+                vec![Field::new("n", DataType::Int64, true)],
+                vec![Arc::new(arrow::array::Int64Array::from(vec![1]))],
+            )]),
+            "\"title\" is missing",
+        ),
+    ];
+    for (bytes, needle) in cases {
+        let message = message(RowsBody::ArrowIpc(bytes).into_batch(&schema()));
+        assert!(
+            message.contains(needle),
+            "{message} should mention {needle}"
+        );
+    }
+}
+
+#[test]
+fn rows_render_as_ipc_and_json() {
+    let batch = json(r#"{"data": [{"title": "a", "n": 2, "v": [1, 2]}]}"#).unwrap();
+    let bytes = to_ipc(&schema(), std::slice::from_ref(&batch)).unwrap();
+    let back = from_ipc(&bytes).unwrap();
+    assert_eq!(back, batch);
+    let text = String::from_utf8(to_json(&[batch]).unwrap()).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(value["data"][0]["title"], "a");
+    assert_eq!(value["data"][0]["n"], 2);
+    assert_eq!(value["data"][0]["at"], serde_json::Value::Null);
+    assert_eq!(value["data"][0]["v"], serde_json::json!([1.0, 2.0]));
+    assert_eq!(to_json(&[]).unwrap(), b"{\"data\":[]}");
+}
