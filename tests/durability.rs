@@ -145,3 +145,118 @@ async fn acknowledged_databases_and_tables_survive_kill_9() {
         );
     }
 }
+
+/// Appends from several clients (to shared and separate tables) while the server is killed:
+/// after a restart every acknowledged row is there with the row id it was given, and every
+/// request is all or nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn acknowledged_rows_survive_kill_9_and_no_request_is_half_applied() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = account_with_key(dir.path(), "acme", None);
+    let args = [
+        "--set",
+        "tables.flush_rows=50",
+        "--set",
+        "server.write_wait_ms=200",
+    ];
+    let table = |name: &str| {
+        json!({"name": name, "schema": [
+            {"name": "request", "type": "utf8", "nullable": false},
+            {"name": "i", "type": "int64", "nullable": false}]})
+    };
+    // request id -> row ids acknowledged for it
+    let acked: Arc<Mutex<BTreeMap<String, Vec<u64>>>> = Arc::default();
+    for round in 0..2 {
+        let mut server = Server::start(dir.path(), &args);
+        let client = server.client(&key);
+        if round == 0 {
+            assert_eq!(client.create_database("db").await.status, 201);
+            for name in ["shared", "t0", "t1", "t2"] {
+                assert_eq!(client.create_table("db", &table(name)).await.status, 200);
+            }
+        }
+        let writers: Vec<_> = (0..4)
+            .map(|c| {
+                let client = server.client(&key);
+                let acked = acked.clone();
+                let target = if c == 3 {
+                    "shared".to_owned()
+                } else {
+                    format!("t{c}")
+                };
+                tokio::spawn(async move {
+                    for n in 0.. {
+                        let request = format!("r{round}c{c}n{n}");
+                        let rows: Vec<Value> = (0..5)
+                            .map(|i| json!({"request": request, "i": i}))
+                            .collect();
+                        let body = json!({ "data": rows }).to_string();
+                        let path = format!("/v1/append/db?table={target}");
+                        let Some(answer) = client
+                            .try_send_json(reqwest::Method::POST, &path, &body)
+                            .await
+                        else {
+                            return;
+                        };
+                        if answer.status == 409 {
+                            continue;
+                        }
+                        assert_eq!(answer.status, 200, "{answer:?}");
+                        let ids = answer.body["data"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|r| r["_row_id"].as_u64().unwrap())
+                            .collect();
+                        acked
+                            .lock()
+                            .unwrap()
+                            .insert(format!("{target}/{request}"), ids);
+                    }
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        server.kill9();
+        for writer in writers {
+            writer.await.unwrap();
+        }
+    }
+    let server = Server::start(dir.path(), &args);
+    let client = server.client(&key);
+    let acked = acked.lock().unwrap().clone();
+    assert!(
+        acked.len() > 10,
+        "the writers made little progress: {}",
+        acked.len()
+    );
+    for target in ["shared", "t0", "t1", "t2"] {
+        let body = json!({"sql": format!("SELECT _row_id, request, i FROM {target}")}).to_string();
+        let answer = client
+            .try_send_json(reqwest::Method::POST, "/v1/query_sql/db", &body)
+            .await
+            .unwrap();
+        assert_eq!(answer.status, 200, "{answer:?}");
+        let mut stored: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        for row in answer.body["data"].as_array().unwrap() {
+            stored
+                .entry(format!("{target}/{}", row["request"].as_str().unwrap()))
+                .or_default()
+                .push(row["_row_id"].as_u64().unwrap());
+        }
+        for ids in stored.values_mut() {
+            ids.sort_unstable();
+            assert_eq!(ids.len(), 5, "a request was half applied: {ids:?}");
+        }
+        for (request, ids) in acked
+            .iter()
+            .filter(|(r, _)| r.starts_with(&format!("{target}/")))
+        {
+            assert_eq!(
+                stored.get(request),
+                Some(ids),
+                "acknowledged {request} lost or changed"
+            );
+        }
+    }
+}

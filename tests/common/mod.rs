@@ -212,6 +212,25 @@ impl Client {
         Self::try_answer(response).await
     }
 
+    /// A JSON request asking for a JSON answer; `None` when the server is gone.
+    pub async fn try_send_json(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: &str,
+    ) -> Option<Answer> {
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .header("accept", "application/json")
+            .body(body.to_owned());
+        if let Some(key) = &self.key {
+            request = request.bearer_auth(key);
+        }
+        Self::try_answer(request.send().await.ok()?).await
+    }
+
     pub async fn answer(response: reqwest::Response) -> Answer {
         Self::try_answer(response).await.expect("response body")
     }
