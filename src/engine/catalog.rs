@@ -257,6 +257,7 @@ impl Engine {
             database_id: database.id.clone(),
         });
         permit.write(body, origin).await?;
+        self.forget_table_usage(&database.account, &table.id);
         // Its files go in the background; the log keeps its history.
         let active = runtime.take_table(&table.id);
         let store = runtime.store.clone();

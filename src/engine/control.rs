@@ -162,7 +162,7 @@ impl Engine {
         })
     }
 
-    fn plan(&self, account: &Account) -> &Plan {
+    pub(super) fn plan(&self, account: &Account) -> &Plan {
         match account.payment_method {
             true => &self.config.plans.paid,
             false => &self.config.plans.free,
@@ -329,6 +329,8 @@ impl Engine {
         });
         permit.write(body, origin).await?;
         drop(permit);
+        // Its rows stop counting now, not when the purge ends.
+        self.forget_database_usage(&database.account, &database.id);
         self.spawn_purge(database);
         Ok(())
     }

@@ -13,6 +13,7 @@ mod catalog;
 mod control;
 mod leader;
 mod purge;
+mod quota;
 mod table;
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
@@ -87,6 +88,8 @@ pub struct Engine {
     control: Leader<Arc<ControlState>>,
     /// Active database runtimes, by database id.
     databases: parking_lot::Mutex<HashMap<String, RuntimeCell>>,
+    /// Stored rows and vectors, by account.
+    usage: parking_lot::Mutex<HashMap<String, quota::Ledger>>,
     metrics: Arc<Metrics>,
 }
 
@@ -148,6 +151,7 @@ impl Engine {
             tables,
             control,
             databases: parking_lot::Mutex::new(HashMap::new()),
+            usage: parking_lot::Mutex::new(HashMap::new()),
             metrics,
         });
         engine.resume_purges();

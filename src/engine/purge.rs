@@ -56,6 +56,7 @@ impl Engine {
                 table.handle().close().await;
             }
         }
+        self.forget_database_usage(&database.account, &database.id);
         super::remove_files(&self.tables, &format!("{}/", database.id)).await?;
         let prefix = PartitionId::database_prefix(&database.account, &database.name);
         for partition in self.log.partitions().await? {

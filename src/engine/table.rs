@@ -20,7 +20,7 @@ use strata_projections::{
     table::{TableHandle, TableOptions, TableProjection, TableSnapshot, TableStore, rows},
 };
 
-use super::{DatabaseRuntime, Engine, Origin, Principal, leader::Leader};
+use super::{DatabaseRuntime, Engine, Origin, Principal, leader::Leader, quota::Counts};
 use crate::{
     error::{Error, Result},
     query::{self, QueryResult},
@@ -184,6 +184,13 @@ impl Engine {
     ) -> Result<RecordBatch> {
         let (database, def) = self.table_of(principal, database, table).await?;
         let batch = rows.into_batch(&rows::data_schema(&def))?;
+        let vectors =
+            strata_projections::table::count_vectors(&batch, def.vector_column.as_deref());
+        let add = Counts {
+            rows: batch.num_rows() as u64,
+            vectors,
+        };
+        let _reservation = self.reserve(&database.account, add).await?;
         let runtime = self.table_runtime(&database, &def).await?;
         let mut permit = runtime
             .leader
@@ -204,12 +211,10 @@ impl Engine {
             first_row_id: first,
             row_count: count,
             arrow_ipc: rows::encode_ipc(&batch)?.into(),
-            vector_count: strata_projections::table::count_vectors(
-                &batch,
-                def.vector_column.as_deref(),
-            ),
+            vector_count: vectors,
         });
-        permit.write(body, origin).await?;
+        let after = permit.write(body, origin).await?;
+        self.record_usage(&database.account, &database.id, &def.id, Counts::of(&after));
         Ok(with_ids)
     }
 
@@ -240,7 +245,8 @@ impl Engine {
                 row_ids: matched.ids,
                 vector_count: matched.vectors,
             });
-            permit.write(body, origin).await?;
+            let after = permit.write(body, origin).await?;
+            self.record_usage(&database.account, &database.id, &def.id, Counts::of(&after));
         }
         Ok(count)
     }
@@ -258,6 +264,8 @@ impl Engine {
     ) -> Result<RowCount> {
         let (database, def) = self.table_of(principal, database, table).await?;
         let batch = rows.into_batch(&rows::data_schema(&def))?;
+        let vectors_added =
+            strata_projections::table::count_vectors(&batch, def.vector_column.as_deref());
         let runtime = self.table_runtime(&database, &def).await?;
         let mut permit = runtime
             .leader
@@ -268,6 +276,12 @@ impl Engine {
         let snapshot = permit.snapshot();
         let ctx = query::session(&database.url, database.store.clone());
         let matched = query::matching(&ctx, snapshot.clone(), predicate).await?;
+        // Replacing rows may add vectors (never rows): that part of the update needs room.
+        let add = Counts {
+            rows: 0,
+            vectors: vectors_added.saturating_sub(matched.vectors),
+        };
+        let _reservation = self.reserve(&database.account, add).await?;
         if matched.ids.len() != batch.num_rows() {
             return Err(Error::BadRequest(format!(
                 "the predicate matched {} rows but {} replacement rows were given; they must be 1:1, in row-id order",
@@ -282,12 +296,10 @@ impl Engine {
                 row_ids: matched.ids,
                 arrow_ipc: rows::encode_ipc(&batch)?.into(),
                 vectors_removed: matched.vectors,
-                vectors_added: strata_projections::table::count_vectors(
-                    &batch,
-                    def.vector_column.as_deref(),
-                ),
+                vectors_added,
             });
-            permit.write(body, origin).await?;
+            let after = permit.write(body, origin).await?;
+            self.record_usage(&database.account, &database.id, &def.id, Counts::of(&after));
         }
         Ok(count)
     }
