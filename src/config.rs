@@ -22,6 +22,7 @@ pub struct Config {
     pub log: LogConfig,
     pub cluster: ClusterConfig,
     pub plans: Plans,
+    pub databases: DatabasesConfig,
     pub tables: TablesConfig,
     pub logging: LoggingConfig,
     pub debug: DebugConfig,
@@ -94,6 +95,29 @@ pub struct Plan {
     pub max_databases: u64,
 }
 
+/// Database runtimes: activation on first use, hibernation when idle.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabasesConfig {
+    /// Most databases this node keeps active; past it, the least recently used idle one is
+    /// hibernated, or requests get 503 when none is idle.
+    pub max_active: usize,
+    /// A database with no request for this long is hibernated.
+    pub idle_ms: u64,
+    /// How long a request waits for its database to activate before it gets 503.
+    pub activation_wait_ms: u64,
+}
+
+impl Default for DatabasesConfig {
+    fn default() -> Self {
+        DatabasesConfig {
+            max_active: 1000,
+            idle_ms: 300_000,
+            activation_wait_ms: 5_000,
+        }
+    }
+}
+
 /// The segment store of every table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -141,6 +165,9 @@ pub struct DebugConfig {
     /// Every leader keeps its write permit this much longer after a write: widens the window in
     /// which concurrent writes meet a busy partition, so tests can see the 409 deterministically.
     pub hold_write_permit_ms: u64,
+    /// Every database activation takes this much longer, so tests can see the 503 of a
+    /// database that is activating.
+    pub activation_delay_ms: u64,
 }
 
 impl Default for Config {
@@ -151,6 +178,7 @@ impl Default for Config {
             log: LogConfig::default(),
             cluster: ClusterConfig::default(),
             plans: Plans::default(),
+            databases: DatabasesConfig::default(),
             tables: TablesConfig::default(),
             logging: LoggingConfig::default(),
             debug: DebugConfig::default(),

@@ -38,7 +38,7 @@ async fn health_answers_on_both_listeners_and_unknown_paths_are_404() {
         .unwrap();
     assert_eq!(platform.status(), 200);
 
-    let missing = client.post("/v1/append/db?table=t", "{}").await;
+    let missing = client.post("/v1/no_such_operation/db", "{}").await;
     assert_error(&missing, 404, "not_found");
     let wrong_method = client.get("/v1/create_table/db").await;
     assert_error(&wrong_method, 405, "method_not_allowed");
@@ -95,13 +95,29 @@ async fn every_operation_needs_a_valid_key() {
             "/v1/schema/db",
             Some(r#"{"name":"t"}"#),
         ),
-        // Operations this version does not serve yet still check the key first.
-        (reqwest::Method::POST, "/v1/append/db?table=t", Some("{}")),
+        (
+            reqwest::Method::POST,
+            "/v1/append/db?table=t",
+            Some(r#"{"data":[]}"#),
+        ),
+        (
+            reqwest::Method::POST,
+            "/v1/update/db?table=t&predicate=true",
+            Some(r#"{"data":[]}"#),
+        ),
+        (
+            reqwest::Method::POST,
+            "/v1/delete/db?table=t&predicate=true",
+            None,
+        ),
         (
             reqwest::Method::POST,
             "/v1/query_sql/db",
             Some(r#"{"sql":"select 1"}"#),
         ),
+        // Operations this version does not serve yet still check the key first.
+        (reqwest::Method::POST, "/v1/bm25_search/db", Some("{}")),
+        (reqwest::Method::POST, "/v1/count/db", Some("{}")),
     ];
     let forged = format!("sk_{}_{}", &key[3..19], "0".repeat(64));
     let unknown = format!("sk_{}_{}", "f".repeat(16), "0".repeat(64));

@@ -242,9 +242,16 @@ impl Engine {
             database_id: uuid::Uuid::now_v7().to_string(),
         });
         let state = permit.write(body, origin).await?;
+        drop(permit);
         let database = state
             .database(&principal.account, name)
             .ok_or_else(|| Error::Internal(format!("database {name} missing after creation")))?;
+        // A new database is about to be used: start its runtime now. If that takes longer than
+        // a request waits, or the node has no room, it is reported as it stands.
+        match self.runtime(database).await {
+            Ok(_) | Err(Error::Unavailable(_)) => {}
+            Err(error) => return Err(error),
+        }
         Ok(self.describe(database, 0))
     }
 
@@ -274,15 +281,16 @@ impl Engine {
         database: &strata_projections::control::Database,
         tables: usize,
     ) -> DatabaseInfo {
+        let state = match database.status {
+            DatabaseStatus::Ready => self.runtime_state(&database.id),
+            DatabaseStatus::Deleting => "deleting",
+        };
         let created_at = chrono::DateTime::from_timestamp_micros(database.created_at_micros)
             .unwrap_or_default()
             .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
         DatabaseInfo {
             name: database.name.clone(),
-            state: match database.status {
-                DatabaseStatus::Ready => "active",
-                DatabaseStatus::Deleting => "deleting",
-            },
+            state,
             created_at,
             tables,
             storage: None,

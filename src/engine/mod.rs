@@ -14,6 +14,7 @@ mod control;
 mod leader;
 mod purge;
 mod quota;
+mod registry;
 mod table;
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
@@ -33,6 +34,7 @@ pub use self::{
     catalog::{ColumnSpec, CreateTable},
     control::{DatabaseInfo, KeyInfo, Principal},
     leader::Origin,
+    registry::DatabaseGuard,
     table::{RowCount, TableRuntime},
 };
 use crate::{
@@ -76,8 +78,6 @@ impl DatabaseRuntime {
     }
 }
 
-type RuntimeCell = Arc<OnceCell<Arc<DatabaseRuntime>>>;
-
 pub struct Engine {
     config: Arc<Config>,
     log: Arc<dyn CommitLog>,
@@ -86,8 +86,10 @@ pub struct Engine {
     /// `<data_dir>/tables/<database id>/<table id>/`.
     tables: Arc<dyn ObjectStore>,
     control: Leader<Arc<ControlState>>,
-    /// Active database runtimes, by database id.
-    databases: parking_lot::Mutex<HashMap<String, RuntimeCell>>,
+    /// Active database runtimes.
+    registry: registry::Registry,
+    /// This engine, for the tasks it starts.
+    me: std::sync::Weak<Engine>,
     /// Stored rows and vectors, by account.
     usage: parking_lot::Mutex<HashMap<String, quota::Ledger>>,
     metrics: Arc<Metrics>,
@@ -144,17 +146,19 @@ impl Engine {
             Duration::from_millis(config.debug.hold_write_permit_ms),
             metrics.clone(),
         );
-        let engine = Arc::new(Engine {
+        let engine = Arc::new_cyclic(|me| Engine {
             config,
             log,
             store,
             tables,
             control,
-            databases: parking_lot::Mutex::new(HashMap::new()),
+            registry: registry::Registry::default(),
+            me: me.clone(),
             usage: parking_lot::Mutex::new(HashMap::new()),
             metrics,
         });
         engine.resume_purges();
+        engine.spawn_hibernator();
         Ok(engine)
     }
 
@@ -180,29 +184,6 @@ impl Engine {
     /// How long a write waits for a busy partition before it is refused.
     fn write_wait(&self) -> Duration {
         Duration::from_millis(self.config.server.write_wait_ms)
-    }
-
-    /// The runtime of `database`, activating it on first use.
-    async fn runtime(&self, database: &Database) -> Result<Arc<DatabaseRuntime>> {
-        let cell = self
-            .databases
-            .lock()
-            .entry(database.id.clone())
-            .or_default()
-            .clone();
-        let runtime = cell
-            .get_or_try_init(|| self.activate(database))
-            .await?
-            .clone();
-        Ok(runtime)
-    }
-
-    /// The runtime of a database if it is active, without activating it.
-    fn active_runtime(&self, database_id: &str) -> Option<Arc<DatabaseRuntime>> {
-        self.databases
-            .lock()
-            .get(database_id)
-            .and_then(|cell| cell.get().cloned())
     }
 
     async fn activate(&self, database: &Database) -> Result<Arc<DatabaseRuntime>> {
@@ -244,13 +225,7 @@ impl Engine {
             self.control.partition().clone(),
             self.control.projector().checkpoint().next_offset,
         )];
-        let runtimes: Vec<Arc<DatabaseRuntime>> = self
-            .databases
-            .lock()
-            .values()
-            .filter_map(|cell| cell.get().cloned())
-            .collect();
-        for runtime in &runtimes {
+        for runtime in &self.active_runtimes() {
             projectors.push((
                 runtime.catalog.partition().clone(),
                 runtime.catalog.projector().checkpoint().next_offset,

@@ -48,8 +48,7 @@ impl Engine {
     }
 
     async fn purge(&self, database: &Database) -> Result<()> {
-        let cell = self.databases.lock().remove(&database.id);
-        if let Some(runtime) = cell.and_then(|cell| cell.get().cloned()) {
+        if let Some(runtime) = self.retire_runtime(&database.id).await {
             let _permit = runtime.catalog.permit().await;
             runtime.closed.store(true, Ordering::Release);
             for table in runtime.take_tables() {

@@ -162,7 +162,7 @@ impl Engine {
             .databases_of(account)
             .filter(|d| d.status == DatabaseStatus::Ready)
         {
-            let runtime = self.runtime(database).await?;
+            let runtime = self.runtime_beyond_capacity(database).await?;
             for def in runtime.catalog.snapshot().tables.values() {
                 let known = self
                     .usage

@@ -145,7 +145,7 @@ impl Engine {
         principal: &Principal,
         database: &str,
         table: &str,
-    ) -> Result<(Arc<DatabaseRuntime>, Arc<TableDef>)> {
+    ) -> Result<(super::DatabaseGuard, Arc<TableDef>)> {
         let database = self.ready_database(principal, database)?;
         let runtime = self.runtime(&database).await?;
         let def = runtime
