@@ -168,6 +168,9 @@ pub struct DebugConfig {
     /// Every database activation takes this much longer, so tests can see the 503 of a
     /// database that is activating.
     pub activation_delay_ms: u64,
+    /// Every purge of a deleted database starts this much later, so tests can see a database
+    /// while it is purged.
+    pub purge_delay_ms: u64,
 }
 
 impl Default for Config {

@@ -28,6 +28,7 @@ pub enum ErrorCode {
     Unavailable,
     PayloadTooLarge,
     NotFound,
+    Gone,
     MethodNotAllowed,
     Internal,
 }
@@ -52,6 +53,7 @@ impl ErrorCode {
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::NotFound => "not_found",
+            ErrorCode::Gone => "gone",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::Internal => "internal",
         }
@@ -125,6 +127,9 @@ pub enum Error {
     #[error("{0}")]
     MethodNotAllowed(String),
 
+    #[error("{0}")]
+    Gone(String),
+
     #[error(transparent)]
     Log(#[from] strata_log::Error),
 
@@ -155,6 +160,7 @@ impl Error {
             Error::PayloadTooLarge { .. } => ErrorCode::PayloadTooLarge,
             Error::NotFound(_) => ErrorCode::NotFound,
             Error::MethodNotAllowed(_) => ErrorCode::MethodNotAllowed,
+            Error::Gone(_) => ErrorCode::Gone,
             Error::Projection(strata_projections::Error::InvalidType { .. }) => {
                 ErrorCode::BadRequest
             }

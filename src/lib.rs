@@ -17,3 +17,4 @@ pub mod names;
 pub mod query;
 pub mod rows;
 pub mod server;
+pub mod storage;

@@ -140,6 +140,15 @@ impl CatalogProjection {
         Ok(tree.scan_prefix(b"t/").count())
     }
 
+    /// The ids of the tables in the stored state of a database's catalog. Blocking.
+    pub fn stored_table_ids(store: &StateStore, database_id: &str) -> Result<Vec<String>> {
+        let tree = store.tree(&Self::tree_name(database_id))?;
+        Ok(store::scan::<TableDef>(&tree, "t/")?
+            .into_iter()
+            .map(|t| t.id)
+            .collect())
+    }
+
     /// Loads the catalog of database `database_id` (`account`/`database`). Blocking.
     pub fn open(
         store: &StateStore,

@@ -40,6 +40,8 @@ pub struct ApiKey {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DatabaseStatus {
+    /// Bound to a bucket that has not passed verification yet: no workers start.
+    PendingVerification,
     /// Created and usable.
     Ready,
     /// Deletion began; refused everywhere and purged in the background.
@@ -54,6 +56,34 @@ pub struct Database {
     pub id: String,
     pub status: DatabaseStatus,
     pub created_at_micros: i64,
+    /// The bucket the database's segments live in, if the account brought its own.
+    #[serde(default)]
+    pub storage: Option<StorageBinding>,
+}
+
+/// A database's own bucket (see the StorageBinding event).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StorageBinding {
+    pub url: String,
+    pub region: Option<String>,
+    pub endpoint: Option<String>,
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+    pub verified: bool,
+}
+
+impl StorageBinding {
+    fn from_event(binding: &strata_log::event::StorageBinding) -> StorageBinding {
+        let some = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+        StorageBinding {
+            url: binding.url.clone(),
+            region: some(&binding.region),
+            endpoint: some(&binding.endpoint),
+            access_key_id: some(&binding.access_key_id),
+            secret_access_key: some(&binding.secret_access_key),
+            verified: false,
+        }
+    }
 }
 
 /// Everything the control partition says, as of some offset.
@@ -119,14 +149,19 @@ impl ControlState {
             }
             Body::DatabaseCreated(created) => {
                 let key = (created.account.clone(), created.name.clone());
+                let storage = created.storage.as_ref().map(StorageBinding::from_event);
                 self.databases.insert(
                     key.clone(),
                     Database {
                         account: created.account.clone(),
                         name: created.name.clone(),
                         id: created.database_id.clone(),
-                        status: DatabaseStatus::Ready,
+                        status: match storage {
+                            Some(_) => DatabaseStatus::PendingVerification,
+                            None => DatabaseStatus::Ready,
+                        },
                         created_at_micros: at,
+                        storage,
                     },
                 );
                 vec![RecordKey::Database(key)]
@@ -136,6 +171,21 @@ impl ControlState {
                 match self.databases.get_mut(&key) {
                     Some(database) if database.id == deleted.database_id => {
                         database.status = DatabaseStatus::Deleting;
+                        vec![RecordKey::Database(key)]
+                    }
+                    _ => Vec::new(),
+                }
+            }
+            Body::StorageVerified(verified) => {
+                let key = (verified.account.clone(), verified.name.clone());
+                match self.databases.get_mut(&key) {
+                    Some(database) if database.id == verified.database_id => {
+                        if let Some(storage) = &mut database.storage {
+                            storage.verified = true;
+                        }
+                        if database.status == DatabaseStatus::PendingVerification {
+                            database.status = DatabaseStatus::Ready;
+                        }
                         vec![RecordKey::Database(key)]
                     }
                     _ => Vec::new(),
@@ -290,11 +340,13 @@ mod tests {
                 account: "acme".into(),
                 name: "one".into(),
                 database_id: "id1".into(),
+                storage: None,
             })),
             at(Body::DatabaseCreated(DatabaseCreated {
                 account: "acme".into(),
                 name: "two".into(),
                 database_id: "id2".into(),
+                storage: None,
             })),
             at(Body::DatabaseDeleted(DatabaseDeleted {
                 account: "acme".into(),
@@ -392,6 +444,7 @@ mod tests {
             account: "acme".into(),
             name: "one".into(),
             database_id: "id3".into(),
+            storage: None,
         })));
         // A replayed purge of the old incarnation.
         events.push(events[6].clone());

@@ -171,7 +171,20 @@ fn body_json(body: Option<&Body>) -> Value {
             "key_sha256": hex(&b.key_sha256),
             "databases_pattern": b.databases_pattern,
         }),
-        Some(Body::DatabaseCreated(b)) => {
+        Some(Body::DatabaseCreated(b)) => json!({
+            "account": b.account,
+            "name": b.name,
+            "database_id": b.database_id,
+            // Credentials stay out of dumps.
+            "storage": b.storage.as_ref().map(|s| json!({
+                "url": s.url,
+                "region": s.region,
+                "endpoint": s.endpoint,
+                "access_key_id": (!s.access_key_id.is_empty()).then_some("***"),
+                "secret_access_key": (!s.secret_access_key.is_empty()).then_some("***"),
+            })),
+        }),
+        Some(Body::StorageVerified(b)) => {
             json!({"account": b.account, "name": b.name, "database_id": b.database_id})
         }
         Some(Body::DatabaseDeleted(b)) => {

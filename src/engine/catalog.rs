@@ -176,6 +176,11 @@ impl Engine {
         principal.authorize(name)?;
         match self.control_state().database(&principal.account, name) {
             Some(database) if database.status == DatabaseStatus::Ready => Ok(database.clone()),
+            Some(database) if database.status == DatabaseStatus::PendingVerification => {
+                Err(Error::Unavailable(format!(
+                    "database {name:?} starts once its storage binding is verified: POST /v1/databases/{name}/storage/verify"
+                )))
+            }
             _ => Err(Error::DatabaseNotFound(name.to_owned())),
         }
     }
@@ -261,7 +266,7 @@ impl Engine {
         // Its files go in the background; the log keeps its history.
         let active = runtime.take_table(&table.id);
         let store = runtime.store.clone();
-        let prefix = format!("{}/{}", database.id, table.id);
+        let prefix = runtime.root.clone().join(table.id.as_str()).to_string();
         tokio::spawn(async move {
             if let Some(active) = active {
                 active.handle().close().await;

@@ -8,11 +8,14 @@ use std::sync::Arc;
 use serde::Serialize;
 use strata_log::{
     envelope::Body,
-    event::{AccountCreated, ApiKeyCreated, DatabaseCreated, DatabaseDeleted, PaymentMethodSet},
+    event::{
+        AccountCreated, ApiKeyCreated, DatabaseCreated, DatabaseDeleted, PaymentMethodSet,
+        StorageBinding as BindingEvent, StorageVerified,
+    },
 };
 use strata_projections::{
     catalog::CatalogProjection,
-    control::{Account, DatabaseStatus},
+    control::{Account, DatabaseStatus, StorageBinding},
 };
 
 use super::{Engine, Origin, blocking};
@@ -63,6 +66,34 @@ pub struct KeyInfo {
     pub id: String,
     pub account: String,
     pub databases: String,
+}
+
+/// A storage binding as create_database takes it.
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageRequest {
+    pub url: String,
+    #[serde(default)]
+    pub region: Option<String>,
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    #[serde(default)]
+    pub access_key_id: Option<String>,
+    #[serde(default)]
+    pub secret_access_key: Option<String>,
+}
+
+impl StorageRequest {
+    fn binding(&self) -> StorageBinding {
+        StorageBinding {
+            url: self.url.clone(),
+            region: self.region.clone(),
+            endpoint: self.endpoint.clone(),
+            access_key_id: self.access_key_id.clone(),
+            secret_access_key: self.secret_access_key.clone(),
+            verified: false,
+        }
+    }
 }
 
 /// A database as list_databases shows it.
@@ -169,13 +200,13 @@ impl Engine {
         }
     }
 
-    /// Creates a database. A storage binding (`storage`) needs an enterprise account; bindings
-    /// themselves are not available yet.
+    /// Creates a database. With a storage binding (`storage`, for enterprise accounts) it waits
+    /// for verification before any worker starts.
     pub async fn create_database(
         &self,
         principal: &Principal,
         name: &str,
-        storage: Option<&serde_json::Value>,
+        storage: Option<&StorageRequest>,
         origin: &Origin,
     ) -> Result<DatabaseInfo> {
         names::check_database(name)?;
@@ -186,16 +217,14 @@ impl Engine {
             .accounts
             .get(&principal.account)
             .ok_or(Error::Unauthorized)?;
-        if storage.is_some() {
+        if let Some(storage) = storage {
             if !account.enterprise {
                 return Err(Error::Forbidden(format!(
                     "account {:?} is not entitled to storage bindings (an enterprise feature)",
                     account.name
                 )));
             }
-            return Err(Error::BadRequest(
-                "storage bindings are not available in this version".to_owned(),
-            ));
+            crate::storage::open(&storage.binding())?;
         }
         if let Some(existing) = state.database(&account.name, name) {
             return Err(Error::DatabaseExists {
@@ -204,14 +233,14 @@ impl Engine {
                     DatabaseStatus::Deleting => {
                         " and is being deleted; the name is free once the purge ends"
                     }
-                    DatabaseStatus::Ready => "",
+                    DatabaseStatus::Ready | DatabaseStatus::PendingVerification => "",
                 },
             });
         }
         let plan = self.plan(account);
         let owned = state
             .databases_of(&account.name)
-            .filter(|d| d.status == DatabaseStatus::Ready)
+            .filter(|d| d.status != DatabaseStatus::Deleting)
             .count() as u64;
         if owned >= plan.max_databases {
             let raises = !account.payment_method
@@ -240,17 +269,27 @@ impl Engine {
             account: account.name.clone(),
             name: name.to_owned(),
             database_id: uuid::Uuid::now_v7().to_string(),
+            storage: storage.map(|s| BindingEvent {
+                url: s.url.clone(),
+                region: s.region.clone().unwrap_or_default(),
+                endpoint: s.endpoint.clone().unwrap_or_default(),
+                access_key_id: s.access_key_id.clone().unwrap_or_default(),
+                secret_access_key: s.secret_access_key.clone().unwrap_or_default(),
+            }),
         });
         let state = permit.write(body, origin).await?;
         drop(permit);
         let database = state
             .database(&principal.account, name)
             .ok_or_else(|| Error::Internal(format!("database {name} missing after creation")))?;
-        // A new database is about to be used: start its runtime now. If that takes longer than
-        // a request waits, or the node has no room, it is reported as it stands.
-        match self.runtime(database).await {
-            Ok(_) | Err(Error::Unavailable(_)) => {}
-            Err(error) => return Err(error),
+        // A new database is about to be used: start its runtime now (a bound one waits for
+        // verification). If that takes longer than a request waits, or the node has no room, it
+        // is reported as it stands.
+        if database.status == DatabaseStatus::Ready {
+            match self.runtime(database).await {
+                Ok(_) | Err(Error::Unavailable(_)) => {}
+                Err(error) => return Err(error),
+            }
         }
         Ok(self.describe(database, 0))
     }
@@ -283,6 +322,7 @@ impl Engine {
     ) -> DatabaseInfo {
         let state = match database.status {
             DatabaseStatus::Ready => self.runtime_state(&database.id),
+            DatabaseStatus::PendingVerification => "pending_verification",
             DatabaseStatus::Deleting => "deleting",
         };
         let created_at = chrono::DateTime::from_timestamp_micros(database.created_at_micros)
@@ -293,7 +333,10 @@ impl Engine {
             state,
             created_at,
             tables,
-            storage: None,
+            storage: database
+                .storage
+                .as_ref()
+                .map(|s| serde_json::json!({"url": s.url, "verified": s.verified})),
         }
     }
 
@@ -341,5 +384,54 @@ impl Engine {
         self.forget_database_usage(&database.account, &database.id);
         self.spawn_purge(database);
         Ok(())
+    }
+}
+
+impl Engine {
+    /// Proves a database's storage binding end to end (put, get, list, delete a probe object)
+    /// and, the first time it passes, lets the database's workers start.
+    pub async fn verify_storage(
+        &self,
+        principal: &Principal,
+        name: &str,
+        origin: &Origin,
+    ) -> Result<()> {
+        names::check_database(name)?;
+        principal.authorize(name)?;
+        let database = self
+            .control_state()
+            .database(&principal.account, name)
+            .cloned()
+            .ok_or_else(|| Error::DatabaseNotFound(name.to_owned()))?;
+        if database.status == DatabaseStatus::Deleting {
+            return Err(Error::Gone(format!("database {name:?} is being purged")));
+        }
+        let Some(binding) = &database.storage else {
+            return Err(Error::BadRequest(format!(
+                "database {name:?} has no storage binding to verify"
+            )));
+        };
+        crate::storage::verify(binding).await?;
+        if binding.verified {
+            return Ok(());
+        }
+        let mut permit = self.control.permit().await;
+        let current = permit.snapshot();
+        match current.database(&principal.account, name) {
+            Some(d) if d.id == database.id && d.status == DatabaseStatus::PendingVerification => {
+                let body = Body::StorageVerified(StorageVerified {
+                    account: database.account.clone(),
+                    name: database.name.clone(),
+                    database_id: database.id.clone(),
+                });
+                permit.write(body, origin).await?;
+                Ok(())
+            }
+            Some(d) if d.id == database.id && d.status == DatabaseStatus::Deleting => {
+                Err(Error::Gone(format!("database {name:?} is being purged")))
+            }
+            Some(d) if d.id == database.id => Ok(()),
+            _ => Err(Error::DatabaseNotFound(name.to_owned())),
+        }
     }
 }

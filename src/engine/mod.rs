@@ -32,7 +32,7 @@ use tokio::sync::OnceCell;
 use self::leader::Leader;
 pub use self::{
     catalog::{ColumnSpec, CreateTable},
-    control::{DatabaseInfo, KeyInfo, Principal},
+    control::{DatabaseInfo, KeyInfo, Principal, StorageRequest},
     leader::Origin,
     registry::DatabaseGuard,
     table::{RowCount, TableRuntime},
@@ -50,9 +50,11 @@ pub struct DatabaseRuntime {
     pub name: String,
     pub id: String,
     catalog: Leader<Arc<CatalogState>>,
-    /// The object store of the database's segments, and the URL queries know it by.
+    /// The object store of the database's segments, the URL queries know it by, and the
+    /// prefix its tables live under (`<table id>/` below it).
     store: Arc<dyn ObjectStore>,
     url: ObjectStoreUrl,
+    root: object_store::path::Path,
     /// Active tables, by table id.
     tables: parking_lot::Mutex<HashMap<String, Arc<OnceCell<Arc<TableRuntime>>>>>,
     /// Set by the purge once the database is gone: writes that were waiting are refused.
@@ -200,12 +202,14 @@ impl Engine {
         tracing::info!(account = %database.account, database = %database.name, "database activated");
         let url = ObjectStoreUrl::parse(format!("strata://{}", database.id))
             .map_err(|e| Error::Internal(e.to_string()))?;
+        let (store, root) = self.database_store(database)?;
         Ok(Arc::new(DatabaseRuntime {
             account: database.account.clone(),
             name: database.name.clone(),
             id: database.id.clone(),
-            store: self.tables.clone(),
+            store,
             url,
+            root,
             tables: parking_lot::Mutex::new(HashMap::new()),
             catalog: Leader::new(
                 self.log.clone(),
@@ -216,6 +220,24 @@ impl Engine {
             ),
             closed: std::sync::atomic::AtomicBool::new(false),
         }))
+    }
+
+    /// Where a database's tables live: its own bucket when it has a binding, else
+    /// `<data_dir>/tables/<database id>/`.
+    fn database_store(
+        &self,
+        database: &Database,
+    ) -> Result<(Arc<dyn ObjectStore>, object_store::path::Path)> {
+        match &database.storage {
+            Some(binding) => {
+                let bound = crate::storage::open(binding)?;
+                Ok((bound.store, bound.prefix))
+            }
+            None => Ok((
+                self.tables.clone(),
+                object_store::path::Path::from(database.id.as_str()),
+            )),
+        }
     }
 
     /// Updates the gauges that are computed rather than counted (before a scrape).

@@ -30,6 +30,10 @@ impl Engine {
     pub(super) fn spawn_purge(self: &Arc<Self>, database: Database) {
         let engine = self.clone();
         tokio::spawn(async move {
+            let delay = engine.config.debug.purge_delay_ms;
+            if delay > 0 {
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+            }
             let mut backoff = Duration::from_millis(100);
             loop {
                 match engine.purge(&database).await {
@@ -56,7 +60,18 @@ impl Engine {
             }
         }
         self.forget_database_usage(&database.account, &database.id);
-        super::remove_files(&self.tables, &format!("{}/", database.id)).await?;
+        let (store, root) = self.database_store(database)?;
+        if database.storage.is_some() {
+            // In the account's own bucket only strata's files go: those of each table.
+            let db = self.store.clone();
+            let id = database.id.clone();
+            let tables = blocking(move || CatalogProjection::stored_table_ids(&db, &id)).await??;
+            for table in tables {
+                super::remove_files(&store, root.clone().join(table.as_str()).as_ref()).await?;
+            }
+        } else {
+            super::remove_files(&store, &format!("{root}/")).await?;
+        }
         let prefix = PartitionId::database_prefix(&database.account, &database.name);
         for partition in self.log.partitions().await? {
             if partition.as_str().starts_with(&prefix) {

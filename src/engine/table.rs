@@ -106,7 +106,7 @@ impl Engine {
         let store = TableStore {
             store: database.store.clone(),
             url: database.url.clone(),
-            prefix: object_store::path::Path::from(format!("{}/{}", database.id, def.id)),
+            prefix: database.root.clone().join(def.id.as_str()),
         };
         let (projection, handle) =
             TableProjection::open(def.clone(), partition, store, self.table_options()).await?;

@@ -20,7 +20,7 @@ use super::{
     health,
 };
 use crate::{
-    engine::{CreateTable, Principal},
+    engine::{CreateTable, Principal, StorageRequest},
     error::{Error, Result},
     rows::{self, ARROW_STREAM, RowsBody},
 };
@@ -32,6 +32,7 @@ pub fn routes(state: AppState) -> Router {
         .route("/metrics", get(metrics))
         .route("/v1/databases", get(list_databases).post(create_database))
         .route("/v1/databases/{name}", delete(delete_database))
+        .route("/v1/databases/{name}/storage/verify", post(verify_storage))
         .route("/v1/create_table/{database}", post(create_table))
         .route("/v1/drop_table/{database}", post(drop_table))
         .route("/v1/list_tables/{database}", post(list_tables))
@@ -102,7 +103,7 @@ async fn method_not_allowed(method: Method, uri: Uri) -> Error {
 struct CreateDatabaseRequest {
     name: String,
     #[serde(default)]
-    storage: Option<Value>,
+    storage: Option<StorageRequest>,
 }
 
 async fn create_database(
@@ -395,4 +396,18 @@ async fn query_sql(
         .query_sql(&principal, &database, &request.sql)
         .await?;
     render_rows(&headers, &result.schema, &result.batches)
+}
+
+async fn verify_storage(
+    State(state): State<AppState>,
+    Extension(request_id): Extension<RequestId>,
+    headers: HeaderMap,
+    PathName(name): PathName,
+) -> Result<Response> {
+    let principal = principal(&state, &headers)?;
+    state
+        .engine
+        .verify_storage(&principal, &name, &principal.origin(&request_id.0))
+        .await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -31,6 +31,7 @@ pub fn status(code: ErrorCode) -> StatusCode {
         ErrorCode::ConcurrentChange => StatusCode::PRECONDITION_FAILED,
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+        ErrorCode::Gone => StatusCode::GONE,
         ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }
@@ -120,6 +121,7 @@ mod tests {
             ErrorCode::PayloadTooLarge,
             ErrorCode::NotFound,
             ErrorCode::MethodNotAllowed,
+            ErrorCode::Gone,
             ErrorCode::Internal,
         ];
         let names: std::collections::HashSet<_> = codes.iter().map(|c| c.as_str()).collect();
