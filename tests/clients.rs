@@ -1,0 +1,37 @@
+//! Clients our users use, against the real binary: tests/clients/*.py run with the Python of
+//! the test venv (STRATA_TEST_PYTHON, set by scripts/test) against a live server.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::process::Command;
+
+use common::{Server, account_with_key};
+
+fn python() -> String {
+    std::env::var("STRATA_TEST_PYTHON").expect(
+        "STRATA_TEST_PYTHON is not set: run the tests with scripts/test, which prepares a Python with pyarrow",
+    )
+}
+
+#[test]
+fn pyarrow_appends_and_reads_arrow_ipc() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = account_with_key(dir.path(), "acme", None);
+    let server = Server::start(dir.path(), &[]);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/arrow_client.py");
+    let output = Command::new(python())
+        .arg(script)
+        .env("STRATA_URL", &server.data_url)
+        .env("STRATA_KEY", &key)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "the pyarrow client failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(String::from_utf8_lossy(&output.stdout).contains("pyarrow client: ok"));
+}
