@@ -163,6 +163,8 @@ pub fn named_row_ids(expr: &Expr) -> Vec<u64> {
     let mut named = Vec::new();
     let _ = expr.apply(|e| {
         match e {
+            // `NOT (_row_id = 5)` does not name row 5 as one to find.
+            Expr::Not(_) => return Ok(TreeNodeRecursion::Jump),
             Expr::BinaryExpr(b) if b.op == Operator::Eq => {
                 if is_row_id(&b.left) {
                     named.extend(literal(&b.right));
@@ -252,6 +254,11 @@ mod tests {
             vec![1, 3, 9]
         );
         assert!(named_row_ids(&parse_expr("_row_id NOT IN (1, 2)")).is_empty());
+        assert!(named_row_ids(&parse_expr("NOT (_row_id = 5)")).is_empty());
+        assert_eq!(
+            named_row_ids(&parse_expr("NOT (_row_id = 5) OR _row_id = 6")),
+            vec![6]
+        );
         assert!(named_row_ids(&parse_expr("_row_id > 5")).is_empty());
         assert!(named_row_ids(&parse_expr("n = 5")).is_empty());
     }

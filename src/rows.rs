@@ -3,9 +3,14 @@
 //! and rows rendered back as an Arrow IPC stream or a JSON envelope.
 //!
 //! Coercion: columns are matched by name; a column missing from the rows is null if the column
-//! is nullable (else refused); a value of another type is cast when the cast is lossless for it
-//! (an Arrow int32 into an int64 column, a JSON number into a float column, an RFC 3339 string
-//! into a timestamp column), and refused otherwise. Every refusal names the column.
+//! is nullable (else refused); a value of another type is accepted only where nothing is lost:
+//! any integer into any integer column it fits (checked value by value), integers and narrower
+//! floats into float columns, strings into utf8, any binary into binary, timestamps of any unit
+//! or zone into timestamp columns (checked), lists into lists of coercible items, and float64
+//! lists into vector columns (embeddings are often float64; vectors are stored as float32).
+//! In JSON, an integer column takes only integral numbers, a float column numbers, a utf8 column
+//! strings, a bool column booleans, a vector column arrays of exactly its dimension; timestamps
+//! and dates take RFC 3339 strings or integers. Every refusal names the column and the row.
 
 use std::{collections::HashSet, io::Cursor, sync::Arc};
 
@@ -15,7 +20,7 @@ use arrow::{
     ipc::{reader::StreamReader, writer::StreamWriter},
     util::display::FormatOptions,
 };
-use arrow_schema::SchemaRef;
+use arrow_schema::{DataType, SchemaRef};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
@@ -41,6 +46,11 @@ impl RowsBody {
 }
 
 fn from_json(bytes: &[u8], schema: &SchemaRef) -> Result<RecordBatch> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(Error::BadRequest(
+            "a JSON request body is required: {\"data\": [rows]}".to_owned(),
+        ));
+    }
     let envelope: Value = serde_json::from_slice(bytes)
         .map_err(|e| Error::BadRequest(format!("invalid request body: {e}")))?;
     let Value::Object(mut envelope) = envelope else {
@@ -63,6 +73,26 @@ fn from_json(bytes: &[u8], schema: &SchemaRef) -> Result<RecordBatch> {
         let Value::Object(row) = row else {
             return Err(Error::BadRequest(format!("row {i} is not an object")));
         };
+        for field in schema.fields() {
+            match row.get(field.name()) {
+                None | Some(Value::Null) if !field.is_nullable() => {
+                    return Err(Error::BadRequest(format!(
+                        "column {:?} is not nullable, but row {i} has no value",
+                        field.name()
+                    )));
+                }
+                None | Some(Value::Null) => {}
+                Some(value) => {
+                    if let Err(expected) = json_fits(value, field.data_type()) {
+                        return Err(Error::BadRequest(format!(
+                            "row {i}: column {:?} takes {expected}, not {}",
+                            field.name(),
+                            json_kind(value)
+                        )));
+                    }
+                }
+            }
+        }
         if let Some(unknown) = row.keys().find(|k| !columns.contains(k.as_str())) {
             return Err(Error::BadRequest(format!(
                 "row {i}: column {unknown:?} is not in the table{}",
@@ -152,6 +182,14 @@ fn coerce(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
                 )));
             }
             Some(column) if column.data_type() == field.data_type() => column.clone(),
+            Some(column) if !coercible(column.data_type(), field.data_type()) => {
+                return Err(Error::BadRequest(format!(
+                    "column {:?}: {} cannot be stored as {} without losing information",
+                    field.name(),
+                    column.data_type(),
+                    field.data_type(),
+                )));
+            }
             Some(column) => cast_with_options(column, field.data_type(), &strict).map_err(|e| {
                 Error::BadRequest(format!(
                     "column {:?}: cannot use {} as {}: {}",
@@ -167,6 +205,101 @@ fn coerce(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
     }
     RecordBatch::try_new(schema.clone(), columns)
         .map_err(|e| Error::BadRequest(format!("invalid rows: {}", clean(&e.to_string()))))
+}
+
+/// Whether Arrow values of `from` can go into a column of `to` without losing information (the
+/// cast still checks each value, so an int64 too big for an int32 column is refused).
+fn coercible(from: &DataType, to: &DataType) -> bool {
+    use DataType::*;
+    let utf8 = |t: &DataType| matches!(t, Utf8 | LargeUtf8 | Utf8View);
+    let binary = |t: &DataType| matches!(t, Binary | LargeBinary | BinaryView | FixedSizeBinary(_));
+    match (from, to) {
+        (a, b) if a == b => true,
+        (Null, _) => true,
+        (a, b) if a.is_integer() && b.is_integer() => true,
+        (a, Float64) => a.is_integer() || matches!(a, Float16 | Float32),
+        (a, Float32) => matches!(a, Int8 | Int16 | UInt8 | UInt16 | Float16),
+        (a, Utf8) => utf8(a),
+        (a, Binary) => binary(a),
+        (Timestamp(..), Timestamp(..)) => true,
+        (Date64, Date32) => true,
+        (List(a) | LargeList(a) | FixedSizeList(a, _), List(b)) => {
+            coercible(a.data_type(), b.data_type())
+        }
+        // Vectors: the cast checks that every list has exactly the column's dimension.
+        (List(a) | LargeList(a) | FixedSizeList(a, _), FixedSizeList(b, _)) => {
+            coercible(a.data_type(), b.data_type())
+                || (a.data_type() == &Float64 && b.data_type() == &Float32)
+        }
+        _ => false,
+    }
+}
+
+/// Whether a JSON value fits a column type; the type's description when it does not.
+fn json_fits(value: &Value, data_type: &DataType) -> std::result::Result<(), String> {
+    use DataType::*;
+    let fits = match data_type {
+        Boolean => value.is_boolean(),
+        t if t.is_integer() => value.is_i64() || value.is_u64(),
+        Float16 | Float32 | Float64 => value.is_number(),
+        Utf8 | LargeUtf8 | Utf8View | Binary | LargeBinary => value.is_string(),
+        Timestamp(..) | Date32 | Date64 => value.is_string() || value.is_i64(),
+        FixedSizeList(item, n) => match value {
+            Value::Array(items) => {
+                if items.len() != *n as usize {
+                    return Err(format!(
+                        "an array of exactly {n} numbers (got {})",
+                        items.len()
+                    ));
+                }
+                return items
+                    .iter()
+                    .try_for_each(|v| match v {
+                        Value::Null => Ok(()),
+                        v => json_fits(v, item.data_type()),
+                    })
+                    .map_err(|_| format!("an array of {n} numbers"));
+            }
+            _ => false,
+        },
+        List(item) | LargeList(item) => match value {
+            Value::Array(items) => {
+                return items
+                    .iter()
+                    .try_for_each(|v| match v {
+                        Value::Null => Ok(()),
+                        v => json_fits(v, item.data_type()),
+                    })
+                    .map_err(|inner| format!("an array of {inner}"));
+            }
+            _ => false,
+        },
+        _ => true,
+    };
+    if fits {
+        return Ok(());
+    }
+    Err(match data_type {
+        Boolean => "true or false".to_owned(),
+        t if t.is_integer() => "an integer".to_owned(),
+        Float16 | Float32 | Float64 => "a number".to_owned(),
+        Utf8 | LargeUtf8 | Utf8View => "a string".to_owned(),
+        Binary | LargeBinary => "a string".to_owned(),
+        Timestamp(..) | Date32 | Date64 => "an RFC 3339 string or an integer".to_owned(),
+        _ => "an array".to_owned(),
+    })
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_f64() => "a fractional number",
+        Value::Number(_) => "an integer",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 fn check_nulls(field: &arrow_schema::Field, column: &ArrayRef) -> Result<()> {

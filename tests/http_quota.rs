@@ -102,6 +102,9 @@ async fn appends_past_the_plan_are_refused_until_rows_are_deleted_or_the_plan_is
         true,
     );
 
+    // Appending no rows needs no room.
+    assert_eq!(append(&client, "a", "t", 0, 0).await.status, 200);
+
     // Reads and deletes are never refused; deleted rows free their quota.
     let read = client
         .try_send_json(

@@ -185,6 +185,8 @@ async fn bad_appends_are_refused_naming_the_column_and_apply_nothing() {
         (json!([{"title": "a", "emb": [1, 2, 3]}]), "emb"),
         (json!([{"title": "a", "_row_id": 7}]), "_row_id"),
         (json!([{"title": "ok"}, {"title": null}]), "title"),
+        (json!([{"title": "a", "qty": 1.5}]), "qty"),
+        (json!([{"title": "a", "qty": "3"}]), "qty"),
     ] {
         let answer = append(&client, rows.clone()).await;
         assert_error(&answer, 400, "bad_request");
@@ -234,6 +236,14 @@ async fn bad_appends_are_refused_naming_the_column_and_apply_nothing() {
         vec![json!({"n": 1})]
     );
 
+    // A malformed table name is a 400, as for the catalog operations.
+    let answer = post_json(
+        &client,
+        "/v1/append/shop?table=no%20such",
+        &json!({"data": []}),
+    )
+    .await;
+    assert_error(&answer, 400, "invalid_name");
     // Append never creates a table; nor a database.
     let answer = post_json(
         &client,

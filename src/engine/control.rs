@@ -286,9 +286,13 @@ impl Engine {
         // verification). If that takes longer than a request waits, or the node has no room, it
         // is reported as it stands.
         if database.status == DatabaseStatus::Ready {
+            // The database exists now whatever happens here: a failed activation is retried by
+            // the next request, and reported by its state, not by this answer.
             match self.runtime(database).await {
                 Ok(_) | Err(Error::Unavailable(_)) => {}
-                Err(error) => return Err(error),
+                Err(error) => {
+                    tracing::warn!(database = %name, %error, "activation after creation failed")
+                }
             }
         }
         Ok(self.describe(database, 0))

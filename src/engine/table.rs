@@ -147,6 +147,7 @@ impl Engine {
         table: &str,
     ) -> Result<(super::DatabaseGuard, Arc<TableDef>)> {
         let database = self.ready_database(principal, database)?;
+        crate::names::check_table(table)?;
         let runtime = self.runtime(&database).await?;
         let def = runtime
             .catalog
@@ -190,7 +191,10 @@ impl Engine {
             rows: batch.num_rows() as u64,
             vectors,
         };
-        let _reservation = self.reserve(&database.account, add).await?;
+        let _reservation = match add.rows {
+            0 => None,
+            _ => Some(self.reserve(&database.account, add).await?),
+        };
         let runtime = self.table_runtime(&database, &def).await?;
         let mut permit = runtime
             .leader
@@ -276,12 +280,6 @@ impl Engine {
         let snapshot = permit.snapshot();
         let ctx = query::session(&database.url, database.store.clone());
         let matched = query::matching(&ctx, snapshot.clone(), predicate).await?;
-        // Replacing rows may add vectors (never rows): that part of the update needs room.
-        let add = Counts {
-            rows: 0,
-            vectors: vectors_added.saturating_sub(matched.vectors),
-        };
-        let _reservation = self.reserve(&database.account, add).await?;
         if matched.ids.len() != batch.num_rows() {
             return Err(Error::BadRequest(format!(
                 "the predicate matched {} rows but {} replacement rows were given; they must be 1:1, in row-id order",
@@ -289,6 +287,15 @@ impl Engine {
                 batch.num_rows()
             )));
         }
+        // Replacing rows may add vectors (never rows): that part of the update needs room.
+        let add = Counts {
+            rows: 0,
+            vectors: vectors_added.saturating_sub(matched.vectors),
+        };
+        let _reservation = match add.vectors {
+            0 => None,
+            _ => Some(self.reserve(&database.account, add).await?),
+        };
         let count = row_count(&snapshot, &matched);
         if !matched.ids.is_empty() {
             let body = Body::RowsUpdated(RowsUpdated {

@@ -91,6 +91,24 @@ fn bad_json_rows_name_the_column() {
             r#"{"data": [{"title": "a", "at": "yesterday"}]}"#,
             vec!["yesterday"],
         ),
+        (
+            r#"{"data": [{"title": "a", "n": 1.5}]}"#,
+            vec!["\"n\"", "an integer", "fractional"],
+        ),
+        (
+            r#"{"data": [{"title": "a", "n": "12"}]}"#,
+            vec!["\"n\"", "an integer", "a string"],
+        ),
+        (r#"{"data": [{"title": 7}]}"#, vec!["\"title\"", "a string"]),
+        (
+            r#"{"data": [{"title": "a", "v": [1, "x"]}]}"#,
+            vec!["\"v\"", "2 numbers"],
+        ),
+        (
+            r#"{"data": [{"title": null}]}"#,
+            vec!["\"title\" is not nullable", "row 0"],
+        ),
+        ("  ", vec!["required"]),
         (r#"{"rows": []}"#, vec!["\"data\""]),
         (r#"{"data": [], "more": 1}"#, vec!["more"]),
         (r#"{"data": [1]}"#, vec!["row 0"]),
@@ -130,6 +148,58 @@ fn arrow_rows_are_matched_by_name_and_cast_when_lossless() {
         &[7, 8]
     );
     assert!(coerced.column(3).is_null(0));
+}
+
+#[test]
+fn arrow_casts_that_lose_information_are_refused() {
+    let one = |field: Field, column: ArrayRef| {
+        let fields = vec![Field::new("title", DataType::Utf8, false), field];
+        let batch = RecordBatch::try_new(
+            Arc::new(Schema::new(fields)),
+            vec![Arc::new(StringArray::from(vec!["a"])), column],
+        )
+        .unwrap();
+        RowsBody::ArrowIpc(ipc(&[batch])).into_batch(&schema())
+    };
+    // A fractional number into an int64 column, a string into an int64 column: refused.
+    let error = message(one(
+        Field::new("n", DataType::Float64, true),
+        Arc::new(arrow::array::Float64Array::from(vec![1.5])),
+    ));
+    assert!(
+        error.contains("\"n\"") && error.contains("without losing"),
+        "{error}"
+    );
+    let error = message(one(
+        Field::new("n", DataType::Utf8, true),
+        Arc::new(StringArray::from(vec!["12"])),
+    ));
+    assert!(error.contains("without losing"), "{error}");
+    // A float64 vector of the column's dimension is stored as float32; another dimension is not.
+    let vectors = |n: i32, values: Vec<f64>| {
+        let item = Arc::new(Field::new("item", DataType::Float64, true));
+        let array = arrow::array::FixedSizeListArray::try_new(
+            item.clone(),
+            n,
+            Arc::new(arrow::array::Float64Array::from(values)),
+            None,
+        )
+        .unwrap();
+        (
+            Field::new("v", DataType::FixedSizeList(item, n), true),
+            Arc::new(array) as ArrayRef,
+        )
+    };
+    let (field, column) = vectors(2, vec![0.5, 0.25]);
+    let stored = one(field, column).unwrap();
+    let v = stored.column(3).as_fixed_size_list();
+    assert_eq!(
+        v.value(0).as_primitive::<Float32Type>().values(),
+        &[0.5, 0.25]
+    );
+    let (field, column) = vectors(3, vec![1.0, 2.0, 3.0]);
+    let error = message(one(field, column));
+    assert!(error.contains("\"v\""), "{error}");
 }
 
 #[test]
