@@ -26,6 +26,8 @@ pub enum ErrorCode {
     ConcurrentChange,
     /// Not ready (activating, leadership moving): transient, retry after Retry-After.
     Unavailable,
+    /// A database bound to a bucket that was not verified yet: not transient, verify it.
+    PendingVerification,
     PayloadTooLarge,
     NotFound,
     Gone,
@@ -51,6 +53,7 @@ impl ErrorCode {
             ErrorCode::Busy => "busy",
             ErrorCode::ConcurrentChange => "concurrent_change",
             ErrorCode::Unavailable => "unavailable",
+            ErrorCode::PendingVerification => "pending_verification",
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::NotFound => "not_found",
             ErrorCode::Gone => "gone",
@@ -118,6 +121,9 @@ pub enum Error {
     #[error("{0}")]
     Unavailable(String),
 
+    #[error("{0}")]
+    PendingVerification(String),
+
     #[error("request body exceeds {max} bytes")]
     PayloadTooLarge { max: usize },
 
@@ -157,6 +163,7 @@ impl Error {
             Error::Busy(_) => ErrorCode::Busy,
             Error::ConcurrentChange(_) => ErrorCode::ConcurrentChange,
             Error::Unavailable(_) => ErrorCode::Unavailable,
+            Error::PendingVerification(_) => ErrorCode::PendingVerification,
             Error::PayloadTooLarge { .. } => ErrorCode::PayloadTooLarge,
             Error::NotFound(_) => ErrorCode::NotFound,
             Error::MethodNotAllowed(_) => ErrorCode::MethodNotAllowed,

@@ -42,7 +42,22 @@ fn client_options() -> ClientOptions {
         .with_timeout(Duration::from_secs(60))
 }
 
-/// Opens the store a binding names (no network: building a client does not connect).
+/// Checks a binding without touching anything (not even a `file://` directory).
+pub fn check(binding: &StorageBinding) -> Result<()> {
+    if let Some(rest) = binding.url.strip_prefix("file://") {
+        if !rest.starts_with('/') || rest.trim_matches('/').is_empty() {
+            return Err(Error::BadRequest(format!(
+                "storage url {:?}: a file URL is file:///absolute/path",
+                binding.url
+            )));
+        }
+        return Ok(());
+    }
+    open(binding).map(|_| ())
+}
+
+/// Opens the store a binding names (no network: building a client does not connect; a
+/// `file://` directory is created).
 pub fn open(binding: &StorageBinding) -> Result<BoundStore> {
     let bad =
         |message: String| Error::BadRequest(format!("storage url {:?}: {message}", binding.url));
@@ -68,11 +83,20 @@ pub fn open(binding: &StorageBinding) -> Result<BoundStore> {
                     .with_allow_http(endpoint.starts_with("http://"))
                     .with_virtual_hosted_style_request(false);
             }
-            if let (Some(key), Some(secret)) = (&binding.access_key_id, &binding.secret_access_key)
-            {
-                builder = builder
-                    .with_access_key_id(key)
-                    .with_secret_access_key(secret);
+            match (&binding.access_key_id, &binding.secret_access_key) {
+                (Some(key), Some(secret)) => {
+                    builder = builder
+                        .with_access_key_id(key)
+                        .with_secret_access_key(secret);
+                }
+                (None, None) => {}
+                _ => {
+                    return Err(bad(
+                        "give both access_key_id and secret_access_key, or neither \
+                         (to use the credentials of the environment)"
+                            .to_owned(),
+                    ));
+                }
             }
             Arc::new(builder.build().map_err(|e| bad(e.to_string()))?)
         }
@@ -120,7 +144,7 @@ pub fn open(binding: &StorageBinding) -> Result<BoundStore> {
 }
 
 /// Proves a binding end to end: puts, gets, lists and deletes a probe object. The error names
-/// the stage that failed.
+/// the stage that failed; the probe is removed even then.
 pub async fn verify(binding: &StorageBinding) -> Result<()> {
     let bound = open(binding)?;
     let path = bound
@@ -128,24 +152,39 @@ pub async fn verify(binding: &StorageBinding) -> Result<()> {
         .clone()
         .join(format!(".strata-probe-{}", uuid::Uuid::now_v7()));
     let content = format!("strata storage probe {}", chrono::Utc::now().to_rfc3339());
-    let failed = |stage: &str, error: String| {
-        Error::BadRequest(format!("storage verification failed at {stage}: {error}"))
-    };
     bound
         .store
         .put(&path, PutPayload::from(content.clone().into_bytes()))
         .await
-        .map_err(|e| failed("put", e.to_string()))?;
+        .map_err(|e| failed("put", e))?;
+    if let Err(error) = read_back(&bound, &path, &content).await {
+        let _ = bound.store.delete(&path).await;
+        return Err(error);
+    }
+    bound
+        .store
+        .delete(&path)
+        .await
+        .map_err(|e| failed("delete", e))?;
+    Ok(())
+}
+
+fn failed(stage: &str, error: impl std::fmt::Display) -> Error {
+    Error::BadRequest(format!("storage verification failed at {stage}: {error}"))
+}
+
+/// Gets the probe back and finds it listed.
+async fn read_back(bound: &BoundStore, path: &Path, content: &str) -> Result<()> {
     let read = bound
         .store
-        .get(&path)
+        .get(path)
         .await
-        .map_err(|e| failed("get", e.to_string()))?
+        .map_err(|e| failed("get", e))?
         .bytes()
         .await
-        .map_err(|e| failed("get", e.to_string()))?;
+        .map_err(|e| failed("get", e))?;
     if read.as_ref() != content.as_bytes() {
-        return Err(failed("get", "the probe came back different".to_owned()));
+        return Err(failed("get", "the probe came back different"));
     }
     use futures::TryStreamExt;
     let listed: Vec<_> = bound
@@ -153,15 +192,10 @@ pub async fn verify(binding: &StorageBinding) -> Result<()> {
         .list(Some(&bound.prefix))
         .try_collect()
         .await
-        .map_err(|e| failed("list", e.to_string()))?;
-    if !listed.iter().any(|o| o.location == path) {
-        return Err(failed("list", "the probe is not listed".to_owned()));
+        .map_err(|e| failed("list", e))?;
+    if !listed.iter().any(|o| &o.location == path) {
+        return Err(failed("list", "the probe is not listed"));
     }
-    bound
-        .store
-        .delete(&path)
-        .await
-        .map_err(|e| failed("delete", e.to_string()))?;
     Ok(())
 }
 

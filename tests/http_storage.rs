@@ -114,7 +114,11 @@ async fn a_file_binding_waits_for_verification_then_keeps_the_segments() {
     );
     // No workers until the binding is verified.
     let waiting = client.list_tables("shop").await;
-    assert_error(&waiting, 503, "unavailable");
+    assert_error(&waiting, 503, "pending_verification");
+    assert_eq!(
+        waiting.retry_after, None,
+        "retrying does not help: verifying does"
+    );
     assert!(
         waiting.body["message"]
             .as_str()
@@ -261,7 +265,12 @@ async fn verification_answers_404_400_410_and_403_as_the_specification_says() {
         "forbidden",
     );
 
-    for url in ["ftp://host/x", "s3:///no-bucket", "not a url"] {
+    for url in [
+        "ftp://host/x",
+        "s3:///no-bucket",
+        "not a url",
+        "file://relative/x",
+    ] {
         let body = json!({"name": "bad", "storage": {"url": url}});
         assert_error(
             &client.post("/v1/databases", &body.to_string()).await,
@@ -275,5 +284,16 @@ async fn verification_answers_404_400_410_and_403_as_the_specification_says() {
         400,
         "bad_request",
     );
+    let lone = json!({"name": "bad", "storage": {"url": "s3://b/x", "access_key_id": "k"}});
+    let answer = client.post("/v1/databases", &lone.to_string()).await;
+    assert_error(&answer, 400, "bad_request");
+    assert!(answer.body["message"].as_str().unwrap().contains("both"));
+    // A refused creation leaves nothing behind, not even a directory.
+    let never = bucket.path().join("never");
+    let url = format!("file://{}", never.display());
+    let taken = json!({"name": "plain", "storage": {"url": url}});
+    let answer = client.post("/v1/databases", &taken.to_string()).await;
+    assert_error(&answer, 409, "database_exists");
+    assert!(!never.exists());
     assert_eq!(listed(&client, "bad").await, Value::Null);
 }

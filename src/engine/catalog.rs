@@ -177,7 +177,7 @@ impl Engine {
         match self.control_state().database(&principal.account, name) {
             Some(database) if database.status == DatabaseStatus::Ready => Ok(database.clone()),
             Some(database) if database.status == DatabaseStatus::PendingVerification => {
-                Err(Error::Unavailable(format!(
+                Err(Error::PendingVerification(format!(
                     "database {name:?} starts once its storage binding is verified: POST /v1/databases/{name}/storage/verify"
                 )))
             }

@@ -217,14 +217,11 @@ impl Engine {
             .accounts
             .get(&principal.account)
             .ok_or(Error::Unauthorized)?;
-        if let Some(storage) = storage {
-            if !account.enterprise {
-                return Err(Error::Forbidden(format!(
-                    "account {:?} is not entitled to storage bindings (an enterprise feature)",
-                    account.name
-                )));
-            }
-            crate::storage::open(&storage.binding())?;
+        if storage.is_some() && !account.enterprise {
+            return Err(Error::Forbidden(format!(
+                "account {:?} is not entitled to storage bindings (an enterprise feature)",
+                account.name
+            )));
         }
         if let Some(existing) = state.database(&account.name, name) {
             return Err(Error::DatabaseExists {
@@ -264,6 +261,9 @@ impl Engine {
                     payment_method_raises: raises,
                 },
             });
+        }
+        if let Some(storage) = storage {
+            crate::storage::check(&storage.binding())?;
         }
         let body = Body::DatabaseCreated(DatabaseCreated {
             account: account.name.clone(),

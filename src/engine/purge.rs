@@ -60,16 +60,20 @@ impl Engine {
             }
         }
         self.forget_database_usage(&database.account, &database.id);
-        let (store, root) = self.database_store(database)?;
         if database.storage.is_some() {
-            // In the account's own bucket only strata's files go: those of each table.
+            // In the account's own bucket only strata's files go: those of each table. With
+            // no table there is nothing to do (and no reason to reach the bucket).
             let db = self.store.clone();
             let id = database.id.clone();
             let tables = blocking(move || CatalogProjection::stored_table_ids(&db, &id)).await??;
-            for table in tables {
-                super::remove_files(&store, root.clone().join(table.as_str()).as_ref()).await?;
+            if !tables.is_empty() {
+                let (store, root) = self.database_store(database)?;
+                for table in tables {
+                    super::remove_files(&store, root.clone().join(table.as_str()).as_ref()).await?;
+                }
             }
         } else {
+            let (store, root) = self.database_store(database)?;
             super::remove_files(&store, &format!("{root}/")).await?;
         }
         let prefix = PartitionId::database_prefix(&database.account, &database.name);

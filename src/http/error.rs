@@ -32,7 +32,7 @@ pub fn status(code: ErrorCode) -> StatusCode {
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         ErrorCode::Gone => StatusCode::GONE,
-        ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::Unavailable | ErrorCode::PendingVerification => StatusCode::SERVICE_UNAVAILABLE,
         ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -118,6 +118,7 @@ mod tests {
             ErrorCode::Busy,
             ErrorCode::ConcurrentChange,
             ErrorCode::Unavailable,
+            ErrorCode::PendingVerification,
             ErrorCode::PayloadTooLarge,
             ErrorCode::NotFound,
             ErrorCode::MethodNotAllowed,

@@ -1,0 +1,354 @@
+//! Data-plane benchmarks, each next to a baseline doing the same work without strata, in the
+//! same run. Rows come from a seeded generator (benches/generator.rs), so runs are comparable.
+//!
+//! `cargo bench -p strata --bench data_plane -- append [--batches 100]`
+//!   Append throughput: 10k-row Arrow IPC batches of 8 columns POSTed to a release `strata serve`
+//!   (durable in the log before each answer, flushed to Parquet segments in the background),
+//!   against writing the same batches straight to Parquet files (same writer settings as the
+//!   segments, each file synced).
+//!
+//! `cargo bench -p strata --bench data_plane -- groupby [--rows 10000000] [--runs 5]`
+//!   A GROUP BY with aggregates over N rows through query_sql, against DataFusion reading the
+//!   same Parquet segment files directly in this process.
+//!
+//! Both print a markdown table for docs/benchmarks.md.
+
+// A benchmark program: failing loudly is its error handling, and `Server`'s Drop kills and
+// waits for the server it spawns.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::zombie_processes
+)]
+
+mod generator;
+
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use clap::{Parser, Subcommand};
+use datafusion::prelude::{ParquetReadOptions, SessionContext};
+use serde_json::{Value, json};
+
+#[derive(Parser)]
+struct Args {
+    #[command(subcommand)]
+    bench: Bench,
+    /// Where the server's data and the baseline's files go (default: under /var/tmp).
+    #[arg(long, global = true)]
+    dir: Option<PathBuf>,
+    /// Ignored: cargo bench passes it.
+    #[arg(long, hide = true, global = true)]
+    bench_flag: bool,
+}
+
+#[derive(Subcommand)]
+enum Bench {
+    Append {
+        #[arg(long, default_value_t = 100)]
+        batches: usize,
+    },
+    Groupby {
+        #[arg(long, default_value_t = 10_000_000)]
+        rows: usize,
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+    },
+}
+
+const BATCH_ROWS: usize = 10_000;
+const QUERY: &str = "SELECT category, count(*) AS n, sum(amount) AS total, avg(quantity) AS mean_quantity \
+     FROM sales GROUP BY category ORDER BY category";
+
+fn main() {
+    let args = Args::parse_from(std::env::args().filter(|a| a != "--bench"));
+    let scratch = args.dir.clone().unwrap_or_else(|| {
+        PathBuf::from("/var/tmp").join(format!("strata-bench-{}", std::process::id()))
+    });
+    std::fs::create_dir_all(&scratch).unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    match args.bench {
+        Bench::Append { batches } => runtime.block_on(append(&scratch, batches)),
+        Bench::Groupby { rows, runs } => runtime.block_on(groupby(&scratch, rows, runs)),
+    }
+    if args.dir.is_none() {
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
+}
+
+/// A release server on loopback in `dir`, with an account and key.
+struct Server {
+    child: Child,
+    url: String,
+    key: String,
+}
+
+impl Server {
+    fn start(dir: &Path, extra: &[&str]) -> Server {
+        let bin = env!("CARGO_BIN_EXE_strata");
+        let run = |args: &[&str]| {
+            let out = Command::new(bin)
+                .args(args)
+                .arg("--data-dir")
+                .arg(dir)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap()
+        };
+        run(&["accounts", "create", "bench"]);
+        run(&["accounts", "set-payment-method", "bench"]);
+        let key = run(&["keys", "create", "--account", "bench"])
+            .trim()
+            .to_owned();
+        let child = Command::new(bin)
+            .args([
+                "serve",
+                "--data-addr",
+                "127.0.0.1:0",
+                "--platform-addr",
+                "127.0.0.1:0",
+            ])
+            .arg("--data-dir")
+            .arg(dir)
+            .args(["--set", "plans.paid.max_rows=1000000000"])
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let info = dir.join("server.json");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(addr) = std::fs::read(&info)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+                .filter(|v| v["pid"].as_u64() == Some(u64::from(child.id())))
+                .and_then(|v| v["data_addr"].as_str().map(str::to_owned))
+            {
+                return Server {
+                    child,
+                    url: format!("http://{addr}"),
+                    key,
+                };
+            }
+            assert!(Instant::now() < deadline, "the server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    async fn post(&self, http: &reqwest::Client, path: &str, body: &Value) -> Value {
+        let response = http
+            .post(format!("{}{path}", self.url))
+            .bearer_auth(&self.key)
+            .header("accept", "application/json")
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            response.status().is_success(),
+            "{path}: {}",
+            response.text().await.unwrap()
+        );
+        response.json().await.unwrap_or(Value::Null)
+    }
+
+    async fn append_ipc(&self, http: &reqwest::Client, ipc: Vec<u8>) {
+        let response = http
+            .post(format!("{}/v1/append/bench?table=sales", self.url))
+            .bearer_auth(&self.key)
+            .header("content-type", "application/vnd.apache.arrow.stream")
+            .body(ipc)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            response.status().is_success(),
+            "{}",
+            response.text().await.unwrap()
+        );
+        response.bytes().await.unwrap();
+    }
+
+    async fn setup(&self, http: &reqwest::Client) {
+        self.post(http, "/v1/databases", &json!({"name": "bench"}))
+            .await;
+        self.post(
+            http,
+            "/v1/create_table/bench",
+            &generator::table_request("sales"),
+        )
+        .await;
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn row(what: &str, rows: usize, elapsed: Duration, ratio: Option<f64>) {
+    let ratio = ratio.map_or("1.00 (baseline)".to_owned(), |r| format!("{r:.2}"));
+    println!(
+        "| {what} | {rows} | {:.2} | {:.0} | {ratio} |",
+        elapsed.as_secs_f64(),
+        rows as f64 / elapsed.as_secs_f64()
+    );
+    std::io::stdout().flush().unwrap();
+}
+
+async fn append(scratch: &Path, batches: usize) {
+    let data = generator::Generator::new(42);
+    let ipc: Vec<Vec<u8>> = (0..batches)
+        .map(|i| generator::ipc(&data.batch(i, BATCH_ROWS)))
+        .collect();
+    let rows = batches * BATCH_ROWS;
+
+    // Baseline: the same batches, straight to Parquet files, each synced.
+    let files = scratch.join("parquet");
+    std::fs::create_dir_all(&files).unwrap();
+    let decoded: Vec<_> = (0..batches).map(|i| data.batch(i, BATCH_ROWS)).collect();
+    let started = Instant::now();
+    for (i, batch) in decoded.iter().enumerate() {
+        let bytes = generator::parquet(batch);
+        let path = files.join(format!("{i}.parquet"));
+        let mut file = std::fs::File::create(&path).unwrap();
+        file.write_all(&bytes).unwrap();
+        file.sync_data().unwrap();
+    }
+    let baseline = started.elapsed();
+
+    // strata: one client, one table, each append durable before the next.
+    let server = Server::start(&scratch.join("server"), &[]);
+    let http = reqwest::Client::new();
+    server.setup(&http).await;
+    let started = Instant::now();
+    for body in ipc {
+        server.append_ipc(&http, body).await;
+    }
+    let strata = started.elapsed();
+
+    println!("| what | rows | seconds | rows/s | ratio to baseline |");
+    println!("|---|---|---|---|---|");
+    row(
+        "Parquet files written and synced directly",
+        rows,
+        baseline,
+        None,
+    );
+    row(
+        "strata append (Arrow IPC over HTTP, 10k rows a request)",
+        rows,
+        strata,
+        Some(baseline.as_secs_f64() / strata.as_secs_f64()),
+    );
+}
+
+async fn groupby(scratch: &Path, rows: usize, runs: usize) {
+    let data = generator::Generator::new(7);
+    let server_dir = scratch.join("server");
+    // Flush soon and compact small segments, so the rows settle into a few large segments.
+    let server = Server::start(
+        &server_dir,
+        &[
+            "--set",
+            "tables.flush_age_ms=200",
+            "--set",
+            "tables.flush_rows=1000000",
+        ],
+    );
+    let http = reqwest::Client::new();
+    server.setup(&http).await;
+    let load_batch = 100_000;
+    let loading = Instant::now();
+    for i in 0..rows.div_ceil(load_batch) {
+        let n = load_batch.min(rows - i * load_batch);
+        server
+            .append_ipc(&http, generator::ipc(&data.batch(i, n)))
+            .await;
+    }
+    eprintln!(
+        "loaded {rows} rows in {:.1}s",
+        loading.elapsed().as_secs_f64()
+    );
+    // Wait until every row is in a segment and compaction is done.
+    let segments = settle(&server_dir.join("tables"), rows).await;
+    eprintln!("{} segment files", segments.len());
+
+    let baseline = SessionContext::new();
+    baseline
+        .register_parquet(
+            "sales",
+            segments[0].parent().unwrap().to_str().unwrap(),
+            ParquetReadOptions::default(),
+        )
+        .await
+        .unwrap();
+    let mut times_baseline = Vec::new();
+    let mut times_strata = Vec::new();
+    let mut answers = (Value::Null, Value::Null);
+    for _ in 0..runs {
+        let started = Instant::now();
+        let batches = baseline.sql(QUERY).await.unwrap().collect().await.unwrap();
+        times_baseline.push(started.elapsed());
+        answers.0 = json!(batches.iter().map(|b| b.num_rows()).sum::<usize>());
+
+        let started = Instant::now();
+        let result = server
+            .post(&http, "/v1/query_sql/bench", &json!({"sql": QUERY}))
+            .await;
+        times_strata.push(started.elapsed());
+        answers.1 = json!(result["data"].as_array().map_or(0, Vec::len));
+    }
+    assert_eq!(answers.0, answers.1, "both sides must find the same groups");
+    times_baseline.sort();
+    times_strata.sort();
+    let (b, s) = (times_baseline[runs / 2], times_strata[runs / 2]);
+    println!("| what | rows | median ms of {runs} | ratio to baseline |");
+    println!("|---|---|---|---|");
+    println!(
+        "| DataFusion over the segment files directly | {rows} | {:.1} | 1.00 (baseline) |",
+        b.as_secs_f64() * 1e3
+    );
+    println!(
+        "| strata query_sql (HTTP, JSON answer) | {rows} | {:.1} | {:.2} |",
+        s.as_secs_f64() * 1e3,
+        s.as_secs_f64() / b.as_secs_f64()
+    );
+}
+
+/// Waits until the table's segments hold all `rows` (the manifest is written after each flush
+/// and compaction) and no more compaction happens; returns the live segment files.
+async fn settle(tables: &Path, rows: usize) -> Vec<PathBuf> {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let mut last = Vec::new();
+    let mut stable_since = Instant::now();
+    loop {
+        let files = generator::segment_files(tables);
+        let stored: usize = files.iter().map(|f| generator::parquet_rows(f)).sum();
+        if files != last {
+            last = files;
+            stable_since = Instant::now();
+        } else if stored == rows && stable_since.elapsed() > Duration::from_secs(3) {
+            return last;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "segments did not settle: {stored} of {rows} rows"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
