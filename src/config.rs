@@ -134,6 +134,14 @@ pub struct TablesConfig {
     pub compact_min_segments: usize,
     /// ...where small means fewer live rows than this.
     pub small_segment_rows: u64,
+    /// A segment with fewer vectors than this is searched exactly instead of through a graph.
+    pub vector_graph_min_rows: usize,
+    /// Neighbours per node of a segment's HNSW graph (M).
+    pub hnsw_m: usize,
+    /// Candidates examined while building a graph.
+    pub hnsw_ef_construction: usize,
+    /// Candidates examined per vector search (at least the number of results asked for).
+    pub hnsw_ef_search: usize,
 }
 
 impl Default for TablesConfig {
@@ -145,6 +153,10 @@ impl Default for TablesConfig {
             memtable_batches: 64,
             compact_min_segments: 8,
             small_segment_rows: 1 << 20,
+            vector_graph_min_rows: 2048,
+            hnsw_m: 16,
+            hnsw_ef_construction: 128,
+            hnsw_ef_search: 128,
         }
     }
 }

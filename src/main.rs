@@ -116,8 +116,13 @@ fn load_config(common: &Common, more: &[(&str, Option<String>)]) -> anyhow::Resu
 
 fn init_tracing(config: &Config, default_level: &str) {
     use tracing_subscriber::{EnvFilter, fmt};
+    // hnsw_rs reports every graph dump and load at info; that is noise in a server's log.
+    let quiet = |filter: EnvFilter| match "hnsw_rs=warn".parse() {
+        Ok(directive) => filter.add_directive(directive),
+        Err(_) => filter,
+    };
     let filter = EnvFilter::try_from_default_env()
-        .or_else(|_| EnvFilter::try_new(default_level))
+        .or_else(|_| EnvFilter::try_new(default_level).map(quiet))
         .unwrap_or_else(|_| EnvFilter::new("info"));
     use std::io::IsTerminal;
     let builder = fmt()

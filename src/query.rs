@@ -17,7 +17,7 @@ use datafusion::{
         tree_node::{TreeNode, TreeNodeRecursion},
     },
     error::DataFusionError,
-    execution::object_store::ObjectStoreUrl,
+    execution::{object_store::ObjectStoreUrl, runtime_env::RuntimeEnv},
     logical_expr::{Expr, ExprSchemable, Operator, col, lit},
     prelude::{SessionConfig, SessionContext},
     sql::parser::Statement,
@@ -34,13 +34,23 @@ pub struct QueryResult {
     pub batches: Vec<RecordBatch>,
 }
 
-/// A session that reads one database's segments from `store`, known as `url`.
-pub fn session(url: &ObjectStoreUrl, store: Arc<dyn ObjectStore>) -> SessionContext {
+/// The DataFusion runtime every query shares: its object store registry (each active
+/// database's store, under the database's URL), its memory pool, and its caches (Parquet footers
+/// are read once, not on every query).
+pub fn runtime() -> Arc<RuntimeEnv> {
+    Arc::new(RuntimeEnv::default())
+}
+
+/// Makes a database's store known to queries as `url`.
+pub fn register_store(runtime: &RuntimeEnv, url: &ObjectStoreUrl, store: Arc<dyn ObjectStore>) {
+    runtime.register_object_store(url.as_ref(), store);
+}
+
+/// A session for one query, on the shared runtime.
+pub fn session(runtime: &Arc<RuntimeEnv>) -> SessionContext {
     let mut config = SessionConfig::new().with_information_schema(false);
     config.options_mut().sql_parser.enable_ident_normalization = false;
-    let ctx = SessionContext::new_with_config(config);
-    ctx.register_object_store(url.as_ref(), store);
-    ctx
+    SessionContext::new_with_config_rt(config, runtime.clone())
 }
 
 /// Parses `sql`: one statement, and a query.
@@ -104,13 +114,24 @@ pub async fn matching(
     snapshot: Arc<TableSnapshot>,
     predicate: &str,
 ) -> Result<Matched> {
+    matching_as(ctx, snapshot, predicate, "predicate").await
+}
+
+/// Evaluates a boolean SQL expression over a table snapshot; errors call it `what` (the
+/// predicate of a write, the filter of a search).
+pub async fn matching_as(
+    ctx: &SessionContext,
+    snapshot: Arc<TableSnapshot>,
+    predicate: &str,
+    what: &str,
+) -> Result<Matched> {
     if predicate.trim().is_empty() {
-        return Err(Error::BadRequest("the predicate is empty".to_owned()));
+        return Err(Error::BadRequest(format!("the {what} is empty")));
     }
     let schema = DFSchema::try_from(snapshot.schema.as_ref().clone())
         .map_err(|e| Error::Internal(e.to_string()))?;
     let invalid = |e: DataFusionError| match classify(e) {
-        Error::BadRequest(message) => Error::BadRequest(format!("invalid predicate: {message}")),
+        Error::BadRequest(message) => Error::BadRequest(format!("invalid {what}: {message}")),
         other => other,
     };
     let expr = ctx.parse_sql_expr(predicate, &schema).map_err(invalid)?;
@@ -120,7 +141,7 @@ pub async fn matching(
         arrow_schema::DataType::Boolean | arrow_schema::DataType::Null
     ) {
         return Err(Error::BadRequest(format!(
-            "invalid predicate: it is of type {kind}, not a boolean condition"
+            "invalid {what}: it is of type {kind}, not a boolean condition"
         )));
     }
     let named = named_row_ids(&expr);

@@ -66,6 +66,18 @@ pub struct TableDef {
 }
 
 impl TableDef {
+    /// The dimension of the table's vector column, if it has one.
+    pub fn vector_dim(&self) -> Option<usize> {
+        let name = self.vector_column.as_ref()?;
+        self.columns
+            .iter()
+            .find(|c| &c.name == name)
+            .and_then(|c| match c.data_type {
+                ColumnType::Vector { dim } => Some(dim as usize),
+                _ => None,
+            })
+    }
+
     /// The definition a `TableCreated` event describes.
     pub fn from_event(
         created: &strata_log::event::TableCreated,

@@ -28,6 +28,9 @@ pub enum Error {
     #[error("parquet: {0}")]
     Parquet(#[from] parquet::errors::ParquetError),
 
+    #[error("index: {0}")]
+    Index(String),
+
     #[error("query: {0}")]
     DataFusion(#[from] datafusion::error::DataFusionError),
 }

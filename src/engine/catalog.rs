@@ -267,6 +267,7 @@ impl Engine {
         let active = runtime.take_table(&table.id);
         let store = runtime.store.clone();
         let prefix = runtime.root.clone().join(table.id.as_str()).to_string();
+        let indexes = self.index_dir(&database.id, &table.id);
         tokio::spawn(async move {
             if let Some(active) = active {
                 active.handle().close().await;
@@ -274,6 +275,7 @@ impl Engine {
             if let Err(error) = super::remove_files(&store, &prefix).await {
                 tracing::warn!(%prefix, %error, "could not delete a dropped table's files");
             }
+            super::remove_local_dir(&indexes).await;
         });
         Ok(())
     }

@@ -15,6 +15,7 @@ mod leader;
 mod purge;
 mod quota;
 mod registry;
+pub mod search;
 mod table;
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
@@ -94,6 +95,8 @@ pub struct Engine {
     me: std::sync::Weak<Engine>,
     /// Stored rows and vectors, by account.
     usage: parking_lot::Mutex<HashMap<String, quota::Ledger>>,
+    /// The DataFusion runtime all queries share.
+    queries: Arc<datafusion::execution::runtime_env::RuntimeEnv>,
     metrics: Arc<Metrics>,
 }
 
@@ -157,6 +160,7 @@ impl Engine {
             registry: registry::Registry::default(),
             me: me.clone(),
             usage: parking_lot::Mutex::new(HashMap::new()),
+            queries: crate::query::runtime(),
             metrics,
         });
         engine.resume_purges();
@@ -203,6 +207,7 @@ impl Engine {
         let url = ObjectStoreUrl::parse(format!("strata://{}", database.id))
             .map_err(|e| Error::Internal(e.to_string()))?;
         let (store, root) = self.database_store(database)?;
+        crate::query::register_store(&self.queries, &url, store.clone());
         Ok(Arc::new(DatabaseRuntime {
             account: database.account.clone(),
             name: database.name.clone(),
@@ -252,6 +257,13 @@ impl Engine {
                 runtime.catalog.partition().clone(),
                 runtime.catalog.projector().checkpoint().next_offset,
             ));
+            let tables: Vec<Arc<TableRuntime>> = runtime
+                .tables
+                .lock()
+                .values()
+                .filter_map(|cell| cell.get().cloned())
+                .collect();
+            projectors.extend(tables.iter().map(|table| table.progress()));
         }
         for (partition, applied) in projectors {
             let end = self
@@ -288,6 +300,16 @@ async fn remove_files(store: &Arc<dyn ObjectStore>, prefix: &str) -> Result<()> 
         }
     }
     Ok(())
+}
+
+/// Removes a local directory and everything in it (a dropped table's indexes); a failure is
+/// logged, as the directory holds only what can be rebuilt.
+async fn remove_local_dir(dir: &std::path::Path) {
+    match tokio::fs::remove_dir_all(dir).await {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => tracing::warn!(dir = %dir.display(), %error, "could not remove a directory"),
+    }
 }
 
 /// Runs blocking work (file and sled I/O) off the async runtime.

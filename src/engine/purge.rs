@@ -76,6 +76,7 @@ impl Engine {
             let (store, root) = self.database_store(database)?;
             super::remove_files(&store, &format!("{root}/")).await?;
         }
+        super::remove_local_dir(&self.index_dir(&database.id, "")).await;
         let prefix = PartitionId::database_prefix(&database.account, &database.name);
         for partition in self.log.partitions().await? {
             if partition.as_str().starts_with(&prefix) {

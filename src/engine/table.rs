@@ -49,6 +49,14 @@ impl TableRuntime {
     pub fn handle(&self) -> &TableHandle {
         &self.handle
     }
+
+    /// The table's partition and the next offset its projection will apply.
+    pub(super) fn progress(&self) -> (PartitionId, u64) {
+        (
+            self.leader.partition().clone(),
+            self.leader.projector().checkpoint().next_offset,
+        )
+    }
 }
 
 /// The answer of update and delete.
@@ -75,6 +83,12 @@ impl Engine {
             memtable_batches: t.memtable_batches,
             compact_min_segments: t.compact_min_segments,
             small_segment_rows: t.small_segment_rows,
+            vectors: strata_projections::table::vector::VectorOptions {
+                graph_min_rows: t.vector_graph_min_rows,
+                max_connections: t.hnsw_m,
+                ef_construction: t.hnsw_ef_construction,
+                ef_search: t.hnsw_ef_search,
+            },
         }
     }
 
@@ -107,6 +121,7 @@ impl Engine {
             store: database.store.clone(),
             url: database.url.clone(),
             prefix: database.root.clone().join(def.id.as_str()),
+            index_dir: self.index_dir(&database.id, &def.id),
         };
         let (projection, handle) =
             TableProjection::open(def.clone(), partition, store, self.table_options()).await?;
@@ -139,8 +154,19 @@ impl Engine {
         }))
     }
 
+    /// The local directory of a table's segment indexes: `<data_dir>/indexes/<database id>/<table id>`
+    /// (of every table of a database when `table` is empty).
+    pub(super) fn index_dir(&self, database_id: &str, table_id: &str) -> std::path::PathBuf {
+        let dir = self.config.data_dir.join("indexes").join(database_id);
+        if table_id.is_empty() {
+            dir
+        } else {
+            dir.join(table_id)
+        }
+    }
+
     /// The active database and the definition of one of its tables.
-    async fn table_of(
+    pub(super) async fn table_of(
         &self,
         principal: &Principal,
         database: &str,
@@ -240,7 +266,7 @@ impl Engine {
             .ok_or_else(|| Self::table_busy(&def.name))?;
         self.table_still_there(&database, &def)?;
         let snapshot = permit.snapshot();
-        let ctx = query::session(&database.url, database.store.clone());
+        let ctx = query::session(&self.queries);
         let matched = query::matching(&ctx, snapshot.clone(), predicate).await?;
         let count = row_count(&snapshot, &matched);
         if !matched.ids.is_empty() {
@@ -278,7 +304,7 @@ impl Engine {
             .ok_or_else(|| Self::table_busy(&def.name))?;
         self.table_still_there(&database, &def)?;
         let snapshot = permit.snapshot();
-        let ctx = query::session(&database.url, database.store.clone());
+        let ctx = query::session(&self.queries);
         let matched = query::matching(&ctx, snapshot.clone(), predicate).await?;
         if matched.ids.len() != batch.num_rows() {
             return Err(Error::BadRequest(format!(
@@ -320,7 +346,7 @@ impl Engine {
     ) -> Result<QueryResult> {
         let database = self.ready_database(principal, database)?;
         let runtime = self.runtime(&database).await?;
-        let ctx = query::session(&runtime.url, runtime.store.clone());
+        let ctx = query::session(&self.queries);
         let statement = query::parse(&ctx, sql)?;
         let catalog = runtime.catalog.snapshot();
         for name in query::table_names(&ctx, &statement)? {

@@ -20,7 +20,7 @@ use super::{
     health,
 };
 use crate::{
-    engine::{CreateTable, Principal, StorageRequest},
+    engine::{CreateTable, Principal, StorageRequest, search},
     error::{Error, Result},
     rows::{self, ARROW_STREAM, RowsBody},
 };
@@ -41,6 +41,11 @@ pub fn routes(state: AppState) -> Router {
         .route("/v1/update/{database}", post(update))
         .route("/v1/delete/{database}", post(delete_rows))
         .route("/v1/query_sql/{database}", post(query_sql))
+        .route("/v1/bm25_search/{database}", post(bm25_search))
+        .route("/v1/token_match/{database}", post(token_match))
+        .route("/v1/exact_match/{database}", post(exact_match))
+        .route("/v1/hybrid_search/{database}", post(hybrid_search))
+        .route("/v1/count/{database}", post(count))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))
@@ -396,6 +401,40 @@ async fn query_sql(
         .query_sql(&principal, &database, &request.sql)
         .await?;
     render_rows(&headers, &result.schema, &result.batches)
+}
+
+/// A search route: a JSON request in, the rows it found out.
+macro_rules! search_route {
+    ($name:ident, $request:ty) => {
+        async fn $name(
+            State(state): State<AppState>,
+            headers: HeaderMap,
+            PathName(database): PathName,
+            body: Result<JsonBody<$request>, Error>,
+        ) -> Result<Response> {
+            let principal = principal(&state, &headers)?;
+            let JsonBody(request) = body?;
+            let rows = state.engine.$name(&principal, &database, request).await?;
+            render_rows(&headers, &rows.schema(), &[rows])
+        }
+    };
+}
+
+search_route!(bm25_search, search::Bm25Search);
+search_route!(token_match, search::TokenMatch);
+search_route!(exact_match, search::ExactMatch);
+search_route!(hybrid_search, search::HybridSearch);
+
+async fn count(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    PathName(database): PathName,
+    body: Result<JsonBody<search::CountRequest>, Error>,
+) -> Result<Response> {
+    let principal = principal(&state, &headers)?;
+    let JsonBody(request) = body?;
+    let count = state.engine.count(&principal, &database, request).await?;
+    Ok(Json(json!({ "count": count })).into_response())
 }
 
 async fn verify_storage(

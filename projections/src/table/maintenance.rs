@@ -13,6 +13,7 @@ use roaring::RoaringTreemap;
 
 use super::{
     Flushing, MemBatch, Shared, State,
+    index::{IndexSpec, SegmentIndex},
     manifest::{Manifest, SegmentEntry, bitmap_from_text, bitmap_to_text},
     rows::{ROW_ID, arrow_error},
     segment::{self, Segment, SegmentFile, TableStore, row_ids},
@@ -89,7 +90,39 @@ pub(super) fn segment_from_entry(store: &TableStore, entry: &SegmentEntry) -> Re
         ids: Arc::new(bitmap_from_text(&entry.ids)?),
         deleted: Arc::new(bitmap_from_text(&entry.deleted)?),
         vectors: Arc::new(bitmap_from_text(&entry.vectors)?),
+        index: None,
     })
+}
+
+/// Opens a stored segment's indexes, rebuilding them from the segment when they are missing.
+pub(super) async fn open_index(
+    store: &TableStore,
+    spec: &Arc<IndexSpec>,
+    segment: &Segment,
+) -> Result<Arc<SegmentIndex>> {
+    let (opener, seq) = (spec.clone(), segment.seq);
+    let opened = tokio::task::spawn_blocking(move || opener.open(seq))
+        .await
+        .map_err(|e| Error::Index(e.to_string()))??;
+    if let Some(index) = opened {
+        return Ok(Arc::new(index));
+    }
+    tracing::info!(segment = %segment.file.path, "building the indexes of a segment");
+    let bytes = store.store.get(&segment.file.path).await?.bytes().await?;
+    let builder = spec.clone();
+    // Deleted rows are indexed too: queries filter them out, as for any segment.
+    let index = tokio::task::spawn_blocking(move || {
+        let batches = read_parquet(bytes)?;
+        let schema = batches
+            .first()
+            .map(RecordBatch::schema)
+            .ok_or_else(|| Error::Index(format!("segment {seq} is empty")))?;
+        let rows = compute::concat_batches(&schema, &batches).map_err(arrow_error)?;
+        builder.build(seq, &rows)
+    })
+    .await
+    .map_err(|e| Error::Index(e.to_string()))??;
+    Ok(Arc::new(index))
 }
 
 /// Deletes segment files the manifest does not name (a flush or compaction cut short).
@@ -119,7 +152,16 @@ pub(super) async fn flush(shared: &Arc<Shared>) -> Result<()> {
     if *jobs {
         return Ok(());
     }
-    flush_frozen(shared).await?;
+    // Rows that arrived during a flush may already make up another one.
+    loop {
+        flush_frozen(shared).await?;
+        let state = shared.state.lock();
+        let full = state.memtable_rows >= shared.options.flush_rows
+            || state.memtable_bytes >= shared.options.flush_bytes;
+        if !full || state.flushing.is_some() {
+            break;
+        }
+    }
     drop(jobs);
     compact(shared).await
 }
@@ -187,11 +229,12 @@ async fn flush_frozen(shared: &Arc<Shared>) -> Result<()> {
     Ok(())
 }
 
-/// A segment file's bytes, and the row ids it holds.
+/// A segment file's bytes, the row ids it holds, and its indexes.
 struct Encoded {
     bytes: Vec<u8>,
     ids: RoaringTreemap,
     rows: u64,
+    index: Option<SegmentIndex>,
 }
 
 /// Runs CPU-bound work (Arrow, Parquet) off the async runtime.
@@ -215,12 +258,13 @@ async fn write_segment(
     batches: Vec<MemBatch>,
 ) -> Result<Option<Segment>> {
     let schema = shared.schema.clone();
+    let index = shared.index.clone();
     let vectors = batches.iter().fold(RoaringTreemap::new(), |acc, b| {
         acc | (&*b.vectors - &*b.deleted)
     });
     let encoded = blocking(shared, move || {
         let live: Vec<RecordBatch> = batches.iter().map(MemBatch::live).collect::<Result<_>>()?;
-        sorted_parquet(&schema, &live)
+        sorted_parquet(&schema, &live, index.as_deref().map(|i| (i, seq)))
     })
     .await?;
     match encoded {
@@ -246,13 +290,16 @@ async fn install_file(
         vectors: Arc::new(vectors & &encoded.ids),
         ids: Arc::new(encoded.ids),
         deleted: Arc::new(RoaringTreemap::new()),
+        index: encoded.index.map(Arc::new),
     })
 }
 
-/// Concatenates `live`, sorts by `_row_id` and encodes Parquet. `None` for no rows.
+/// Concatenates `live`, sorts by `_row_id`, encodes Parquet and builds the indexes of segment
+/// `seq` when the table has some. `None` for no rows.
 fn sorted_parquet(
     schema: &arrow_schema::SchemaRef,
     live: &[RecordBatch],
+    index: Option<(&IndexSpec, u64)>,
 ) -> Result<Option<Encoded>> {
     let all = compute::concat_batches(schema, live).map_err(arrow_error)?;
     if all.num_rows() == 0 {
@@ -268,10 +315,15 @@ fn sorted_parquet(
     let sorted = compute::take_record_batch(&all, &order).map_err(arrow_error)?;
     let ids: RoaringTreemap = row_ids(&sorted)?.values().iter().copied().collect();
     let rows = sorted.num_rows() as u64;
+    let index = match index {
+        Some((spec, seq)) => Some(spec.build(seq, &sorted)?),
+        None => None,
+    };
     Ok(Some(Encoded {
         bytes: segment::encode_parquet(&[sorted])?,
         ids,
         rows,
+        index,
     }))
 }
 
@@ -322,6 +374,7 @@ async fn merge(shared: &Arc<Shared>, seq: u64, inputs: &[Segment]) -> Result<Opt
         acc | (&*s.vectors - &*s.deleted)
     });
     let schema = shared.schema.clone();
+    let index = shared.index.clone();
     let encoded = blocking(shared, move || {
         let mut live = Vec::new();
         for (bytes, deleted) in parts {
@@ -339,7 +392,7 @@ async fn merge(shared: &Arc<Shared>, seq: u64, inputs: &[Segment]) -> Result<Opt
                 );
             }
         }
-        sorted_parquet(&schema, &live)
+        sorted_parquet(&schema, &live, index.as_deref().map(|i| (i, seq)))
     })
     .await?;
     match encoded {
@@ -354,6 +407,9 @@ fn install_compaction(state: &mut State, inputs: &[Segment], merged: Option<Segm
         if let Some(now) = state.segments.iter().find(|s| s.seq == input.seq) {
             later |= &*now.deleted - &*input.deleted;
             now.file.retire();
+            if let Some(index) = &now.index {
+                index.retire();
+            }
         }
     }
     state

@@ -17,11 +17,15 @@
 //!
 //! Readers get an immutable [`TableSnapshot`]; [`TableScan`] exposes one to DataFusion.
 
+mod index;
 mod maintenance;
 mod manifest;
 mod provider;
 pub mod rows;
+pub mod search;
 mod segment;
+pub mod text;
+pub mod vector;
 
 #[cfg(test)]
 mod tests;
@@ -39,6 +43,7 @@ use strata_log::{Envelope, PartitionId, envelope::Body};
 
 use self::segment::row_ids;
 pub use self::{
+    index::{IndexSpec, SegmentIndex, VectorSpec},
     provider::{DeletionFilterExec, TableScan},
     segment::{Segment, SegmentFile, TableStore},
 };
@@ -63,6 +68,8 @@ pub struct TableOptions {
     pub compact_min_segments: usize,
     /// ...where small means fewer rows than this.
     pub small_segment_rows: u64,
+    /// How vector indexes are built and searched.
+    pub vectors: vector::VectorOptions,
 }
 
 impl Default for TableOptions {
@@ -74,6 +81,7 @@ impl Default for TableOptions {
             memtable_batches: 64,
             compact_min_segments: 8,
             small_segment_rows: 1 << 20,
+            vectors: vector::VectorOptions::default(),
         }
     }
 }
@@ -85,10 +93,20 @@ pub struct MemBatch {
     pub ids: Arc<RoaringTreemap>,
     pub deleted: Arc<RoaringTreemap>,
     pub vectors: Arc<RoaringTreemap>,
+    /// The batch's searchable tail of the full-text and exact-match indexes.
+    pub text: Option<Arc<text::TextTail>>,
 }
 
 impl MemBatch {
-    fn new(batch: RecordBatch, vector_column: Option<usize>) -> Result<MemBatch> {
+    fn new(
+        batch: RecordBatch,
+        vector_column: Option<usize>,
+        index: Option<&IndexSpec>,
+    ) -> Result<MemBatch> {
+        let text = match index.and_then(|i| i.text.as_ref()) {
+            Some(schema) => Some(Arc::new(text::TextTail::build(schema, &batch)?)),
+            None => None,
+        };
         let mut ids = RoaringTreemap::new();
         let mut vectors = RoaringTreemap::new();
         let id_column = row_ids(&batch)?;
@@ -104,6 +122,7 @@ impl MemBatch {
             ids: Arc::new(ids),
             deleted: Arc::new(RoaringTreemap::new()),
             vectors: Arc::new(vectors),
+            text,
         })
     }
 
@@ -136,6 +155,8 @@ pub struct TableSnapshot {
     pub live_vectors: u64,
     /// Everything before this offset of the table's partition is reflected.
     pub applied: Checkpoint,
+    /// What the table indexes (`None`: nothing).
+    pub index: Option<Arc<IndexSpec>>,
 }
 
 impl TableSnapshot {
@@ -178,6 +199,7 @@ pub(crate) struct Shared {
     data_schema: SchemaRef,
     vector_column: Option<usize>,
     store: TableStore,
+    index: Option<Arc<IndexSpec>>,
     options: TableOptions,
     state: Mutex<State>,
     snapshot: RwLock<Arc<TableSnapshot>>,
@@ -225,6 +247,7 @@ impl TableProjection {
             .vector_column
             .as_ref()
             .and_then(|name| schema.index_of(name).ok());
+        let index = IndexSpec::of(&table, store.index_dir.clone(), options.vectors).map(Arc::new);
         let (manifest, next_manifest) = maintenance::load_manifest(&store, &table.id).await?;
         let start = Checkpoint {
             next_offset: table.start_offset,
@@ -251,13 +274,23 @@ impl TableProjection {
             state.next_row_id = manifest.next_row_id;
             state.next_segment = manifest.next_segment;
             for entry in &manifest.segments {
-                let segment = maintenance::segment_from_entry(&store, entry)?;
+                let mut segment = maintenance::segment_from_entry(&store, entry)?;
+                if let Some(spec) = &index {
+                    segment.index = Some(maintenance::open_index(&store, spec, &segment).await?);
+                }
                 state.live_rows += segment.live_rows();
                 state.live_vectors += (&*segment.vectors - &*segment.deleted).len();
                 state.segments.push(segment);
             }
         }
         maintenance::remove_orphans(&store, manifest.as_ref()).await?;
+        if let Some(spec) = &index {
+            let keep: Vec<u64> = state.segments.iter().map(|s| s.seq).collect();
+            let spec = spec.clone();
+            tokio::task::spawn_blocking(move || spec.remove_others(&keep))
+                .await
+                .map_err(|e| Error::Index(e.to_string()))??;
+        }
         let durable = state.applied;
         let shared = Arc::new(Shared {
             snapshot: RwLock::new(Arc::new(TableSnapshot {
@@ -270,12 +303,14 @@ impl TableProjection {
                 live_rows: state.live_rows,
                 live_vectors: state.live_vectors,
                 applied: state.applied,
+                index: index.clone(),
             })),
             table,
             schema,
             data_schema,
             vector_column,
             store,
+            index,
             options,
             state: Mutex::new(state),
             manifests: tokio::sync::Mutex::new(next_manifest),
@@ -365,7 +400,7 @@ impl Shared {
             state.next_row_id = state.next_row_id.max(last + 1);
         }
         let batch = rows::with_row_ids(&self.schema, &batch, ids)?;
-        let mem = MemBatch::new(batch, self.vector_column)?;
+        let mem = MemBatch::new(batch, self.vector_column, self.index.as_deref())?;
         state.live_rows += mem.ids.len();
         state.live_vectors += mem.vectors.len();
         state.memtable_rows += mem.batch.num_rows();
@@ -393,6 +428,7 @@ impl Shared {
             live_rows: state.live_rows,
             live_vectors: state.live_vectors,
             applied: state.applied,
+            index: self.index.clone(),
         });
     }
 
@@ -456,6 +492,14 @@ fn merge_memtable(state: &mut State) -> Result<()> {
         .map(MemBatch::live)
         .collect::<Result<_>>()?;
     let merged = arrow::compute::concat_batches(&schema, &live).map_err(rows::arrow_error)?;
+    let text = first.text.is_some().then(|| {
+        Arc::new(text::TextTail::merge(
+            state
+                .memtable
+                .iter()
+                .filter_map(|m| Some((m.text.as_deref()?, &*m.deleted))),
+        ))
+    });
     let mut ids = RoaringTreemap::new();
     let mut vectors = RoaringTreemap::new();
     for batch in state.memtable.drain(..) {
@@ -469,6 +513,7 @@ fn merge_memtable(state: &mut State) -> Result<()> {
         ids: Arc::new(ids),
         deleted: Arc::new(RoaringTreemap::new()),
         vectors: Arc::new(vectors),
+        text,
     });
     Ok(())
 }

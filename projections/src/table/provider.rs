@@ -15,7 +15,7 @@ use datafusion::{
         TableType,
         listing::PartitionedFile,
         memory::MemorySourceConfig,
-        physical_plan::{FileScanConfigBuilder, ParquetSource},
+        physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource},
         source::DataSourceExec,
     },
     execution::{SendableRecordBatchStream, TaskContext},
@@ -87,31 +87,41 @@ impl TableProvider for TableScan {
             }
             None => None,
         };
-        let mut parts: Vec<Arc<dyn ExecutionPlan>> = Vec::new();
-        for segment in &snapshot.segments {
-            if segment.live_rows() == 0 {
-                continue;
-            }
+        let parquet = |files: Vec<PartitionedFile>| -> DfResult<Arc<dyn ExecutionPlan>> {
             let mut source = ParquetSource::new(schema.clone());
             if let Some(predicate) = &predicate {
                 source = source.with_predicate(predicate.clone());
             }
             let config = FileScanConfigBuilder::new(snapshot.store.url.clone(), Arc::new(source))
-                .with_file(PartitionedFile::new(
-                    segment.file.path.to_string(),
-                    segment.file.bytes,
-                ))
+                .with_file_group(FileGroup::new(files))
                 .with_projection_indices(Some(read.clone()))?
                 .build();
-            let scan: Arc<dyn ExecutionPlan> = DataSourceExec::from_data_source(config);
-            parts.push(match segment.deleted.is_empty() {
-                true => scan,
-                false => Arc::new(DeletionFilterExec::new(
-                    scan,
-                    segment.deleted.clone(),
-                    row_id_at,
-                )),
-            });
+            Ok(DataSourceExec::from_data_source(config))
+        };
+        let file = |segment: &super::Segment| {
+            PartitionedFile::new(segment.file.path.to_string(), segment.file.bytes)
+        };
+        let mut parts: Vec<Arc<dyn ExecutionPlan>> = Vec::new();
+        // Segments without tombstones are read by one scan, which DataFusion spreads over its
+        // partitions; each segment with tombstones gets a scan and a filter of its own.
+        let clean: Vec<PartitionedFile> = snapshot
+            .segments
+            .iter()
+            .filter(|s| s.deleted.is_empty() && s.rows > 0)
+            .map(file)
+            .collect();
+        if !clean.is_empty() {
+            parts.push(parquet(clean)?);
+        }
+        for segment in &snapshot.segments {
+            if segment.deleted.is_empty() || segment.live_rows() == 0 {
+                continue;
+            }
+            parts.push(Arc::new(DeletionFilterExec::new(
+                parquet(vec![file(segment)])?,
+                segment.deleted.clone(),
+                row_id_at,
+            )));
         }
         let memtable: Vec<RecordBatch> = snapshot
             .memtable

@@ -28,6 +28,8 @@ pub struct TableStore {
     pub url: datafusion::execution::object_store::ObjectStoreUrl,
     /// `<table id>/` under the database's root in the store.
     pub prefix: Path,
+    /// A local directory for the table's segment indexes (see [`super::index`]).
+    pub index_dir: std::path::PathBuf,
 }
 
 impl TableStore {
@@ -105,6 +107,8 @@ pub struct Segment {
     pub deleted: Arc<RoaringTreemap>,
     /// Row ids of the file with a vector.
     pub vectors: Arc<RoaringTreemap>,
+    /// The segment's full-text and vector indexes, when the table has any.
+    pub index: Option<Arc<super::index::SegmentIndex>>,
 }
 
 impl Segment {

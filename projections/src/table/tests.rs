@@ -117,6 +117,7 @@ impl Harness {
             store,
             url: ObjectStoreUrl::parse("strata://db1").unwrap(),
             prefix: Path::from("db1/t1"),
+            index_dir: self.dir.path().join("indexes"),
         }
     }
 

@@ -1,0 +1,213 @@
+//! The indexes of a segment: its tantivy index and its vector index, built when the segment is
+//! written (by a flush or a compaction) and immutable afterwards, like the segment.
+//!
+//! They live in a local directory per table, `<seq>/` per segment, even when the segments are in
+//! a bucket: they can always be rebuilt from their segment, and are when missing (a new node, a
+//! lost directory, a table from before indexes). A directory is built under a temporary name and
+//! renamed into place when complete; the manifest that names the segment is written after it,
+//! so a directory no manifest names is left over from an interrupted job and is removed.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::atomic::{AtomicBool, Ordering},
+};
+
+use arrow::array::RecordBatch;
+
+use super::{
+    text::{SegmentText, TextSchema, build_segment_index, index_error},
+    vector::{SegmentVectors, VectorOptions},
+};
+use crate::{
+    catalog::{TableDef, VectorMetric},
+    error::Result,
+};
+
+/// What a table indexes, and where.
+#[derive(Clone, Debug)]
+pub struct IndexSpec {
+    pub dir: PathBuf,
+    pub text: Option<TextSchema>,
+    pub vector: Option<VectorSpec>,
+    pub options: VectorOptions,
+}
+
+#[derive(Clone, Debug)]
+pub struct VectorSpec {
+    pub column: String,
+    pub dim: usize,
+    pub metric: VectorMetric,
+}
+
+const TEXT_DIR: &str = "text";
+const VECTOR_DIR: &str = "vectors";
+
+impl IndexSpec {
+    /// `None` when the table indexes nothing.
+    pub fn of(table: &TableDef, dir: PathBuf, options: VectorOptions) -> Option<IndexSpec> {
+        let text = TextSchema::of(table);
+        let vector = table.vector_column.as_ref().and_then(|column| {
+            Some(VectorSpec {
+                column: column.clone(),
+                dim: table.vector_dim()?,
+                metric: table.vector_metric.unwrap_or(VectorMetric::Cosine),
+            })
+        });
+        if text.is_none() && vector.is_none() {
+            return None;
+        }
+        Some(IndexSpec {
+            dir,
+            text,
+            vector,
+            options,
+        })
+    }
+
+    fn segment_dir(&self, seq: u64) -> PathBuf {
+        self.dir.join(format!("{seq:012}"))
+    }
+
+    /// Builds the indexes of segment `seq` from its rows (in the table schema, sorted).
+    pub(crate) fn build(&self, seq: u64, rows: &RecordBatch) -> Result<SegmentIndex> {
+        let dir = self.segment_dir(seq);
+        let building = self.dir.join(format!("{seq:012}.building"));
+        if building.exists() {
+            std::fs::remove_dir_all(&building).map_err(index_error)?;
+        }
+        std::fs::create_dir_all(&building).map_err(index_error)?;
+        if let Some(text) = &self.text {
+            build_segment_index(&building.join(TEXT_DIR), text, rows)?;
+        }
+        let vectors = match &self.vector {
+            Some(v) => Some(SegmentVectors::build(
+                &building.join(VECTOR_DIR),
+                v.metric,
+                &v.column,
+                rows,
+                &self.options,
+            )?),
+            None => None,
+        };
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(index_error)?;
+        }
+        std::fs::rename(&building, &dir).map_err(index_error)?;
+        sync_dir(&self.dir)?;
+        let text = match &self.text {
+            Some(_) => Some(SegmentText::open(&dir.join(TEXT_DIR))?),
+            None => None,
+        };
+        Ok(SegmentIndex::new(dir, text, vectors))
+    }
+
+    /// Opens the indexes of segment `seq`; `None` when they are not there (to be rebuilt).
+    pub(crate) fn open(&self, seq: u64) -> Result<Option<SegmentIndex>> {
+        let dir = self.segment_dir(seq);
+        if !dir.is_dir() {
+            return Ok(None);
+        }
+        let opened = (|| {
+            let text = match &self.text {
+                Some(_) => Some(SegmentText::open(&dir.join(TEXT_DIR))?),
+                None => None,
+            };
+            let vectors = match &self.vector {
+                Some(v) => Some(SegmentVectors::open(
+                    &dir.join(VECTOR_DIR),
+                    v.metric,
+                    v.dim,
+                )?),
+                None => None,
+            };
+            Ok::<_, crate::error::Error>((text, vectors))
+        })();
+        match opened {
+            Ok((text, vectors)) => Ok(Some(SegmentIndex::new(dir, text, vectors))),
+            Err(error) => {
+                tracing::warn!(dir = %dir.display(), %error, "unreadable segment index; rebuilding it");
+                Ok(None)
+            }
+        }
+    }
+
+    /// Removes index directories of segments other than `keep`.
+    pub(crate) fn remove_others(&self, keep: &[u64]) -> Result<()> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(error) => return Err(index_error(error)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(index_error)?;
+            let name = entry.file_name();
+            let seq = name.to_str().and_then(|n| n.parse::<u64>().ok());
+            if !seq.is_some_and(|seq| keep.contains(&seq)) {
+                tracing::info!(path = %entry.path().display(), "removing an orphaned segment index");
+                match std::fs::remove_dir_all(entry.path()) {
+                    // A retired index's own removal may get there first.
+                    Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(index_error(error));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(index_error)
+}
+
+/// A segment's opened indexes. Once retired with its segment, its directory is removed when the
+/// last snapshot that can read it goes away.
+pub struct SegmentIndex {
+    dir: PathBuf,
+    pub text: Option<SegmentText>,
+    pub vectors: Option<SegmentVectors>,
+    retired: AtomicBool,
+}
+
+impl std::fmt::Debug for SegmentIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SegmentIndex")
+            .field("dir", &self.dir)
+            .field("text", &self.text)
+            .field("vectors", &self.vectors)
+            .finish()
+    }
+}
+
+impl SegmentIndex {
+    fn new(
+        dir: PathBuf,
+        text: Option<SegmentText>,
+        vectors: Option<SegmentVectors>,
+    ) -> SegmentIndex {
+        SegmentIndex {
+            dir,
+            text,
+            vectors,
+            retired: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn retire(&self) {
+        self.retired.store(true, Ordering::Release);
+    }
+}
+
+impl Drop for SegmentIndex {
+    fn drop(&mut self) {
+        if self.retired.load(Ordering::Acquire)
+            && let Err(error) = std::fs::remove_dir_all(&self.dir)
+            && error.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(dir = %self.dir.display(), %error, "could not remove a retired segment index");
+        }
+    }
+}

@@ -1,0 +1,363 @@
+//! Full-text and exact-match indexing of a table: one immutable tantivy index per segment, and
+//! a small in-memory inverted index per memtable batch (the searchable tail).
+//!
+//! Text analysis is tantivy's `default` analyzer: split on every character that is not
+//! alphanumeric, drop tokens longer than 40 bytes, lowercase; no stemming and no stop words.
+//! Exact-match columns are indexed as one untokenized term per value, the value as Arrow
+//! displays it (so a query value is coerced to the column's type and displayed the same way).
+//!
+//! BM25 statistics (documents, tokens per field, document frequencies) are summed over every
+//! segment index and every memtable batch, so a row's score does not depend on where it sits.
+//! As in Lucene, a deleted row still counts in them until compaction rewrites its segment.
+
+use std::{collections::HashMap, path::Path};
+
+use arrow::{
+    array::{Array, AsArray, RecordBatch},
+    util::display::{ArrayFormatter, FormatOptions},
+};
+use tantivy::{
+    Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term,
+    query::Bm25StatisticsProvider,
+    schema::{
+        FAST, Field, INDEXED, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
+    },
+    tokenizer::{LowerCaser, RemoveLongFilter, SimpleTokenizer, TextAnalyzer, TokenStream},
+};
+
+use super::segment::row_ids;
+use crate::{
+    catalog::TableDef,
+    error::{Error, Result},
+};
+
+/// The tantivy field of the row id (a fast field, and indexed so that it can be looked up).
+pub const ROW_ID_FIELD: &str = "_row_id";
+
+pub(crate) fn index_error(error: impl std::fmt::Display) -> Error {
+    Error::Index(error.to_string())
+}
+
+/// The analyzer of full-text columns (documented in docs/api.md).
+pub fn analyzer() -> TextAnalyzer {
+    TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(40))
+        .filter(LowerCaser)
+        .build()
+}
+
+/// The tokens of `text` as the full-text analyzer produces them.
+pub fn tokens(analyzer: &mut TextAnalyzer, text: &str) -> Vec<String> {
+    let mut stream = analyzer.token_stream(text);
+    let mut out = Vec::new();
+    while stream.advance() {
+        out.push(stream.token().text.clone());
+    }
+    out
+}
+
+/// The tantivy schema of a table's index: the same for every segment of the table, so field
+/// ids agree across segments.
+#[derive(Clone, Debug)]
+pub struct TextSchema {
+    pub schema: Schema,
+    pub row_id: Field,
+    /// Full-text columns and their fields, in the table definition's order.
+    pub text: Vec<(String, Field)>,
+    /// Exact-match columns and their fields.
+    pub exact: Vec<(String, Field)>,
+}
+
+impl TextSchema {
+    /// `None` when the table has neither full-text nor exact-match columns.
+    pub fn of(table: &TableDef) -> Option<TextSchema> {
+        if table.fts_columns.is_empty() && table.exact_columns.is_empty() {
+            return None;
+        }
+        let mut builder = Schema::builder();
+        let row_id = builder.add_u64_field(ROW_ID_FIELD, FAST | INDEXED);
+        let text_options = TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer("default")
+                .set_index_option(IndexRecordOption::WithFreqs),
+        );
+        let text = table
+            .fts_columns
+            .iter()
+            .map(|c| {
+                (
+                    c.clone(),
+                    builder.add_text_field(&format!("text.{c}"), text_options.clone()),
+                )
+            })
+            .collect();
+        let exact = table
+            .exact_columns
+            .iter()
+            .map(|c| {
+                (
+                    c.clone(),
+                    builder.add_text_field(&format!("exact.{c}"), STRING),
+                )
+            })
+            .collect();
+        Some(TextSchema {
+            schema: builder.build(),
+            row_id,
+            text,
+            exact,
+        })
+    }
+
+    pub fn text_field(&self, column: &str) -> Option<Field> {
+        self.text.iter().find(|(c, _)| c == column).map(|(_, f)| *f)
+    }
+
+    pub fn exact_field(&self, column: &str) -> Option<Field> {
+        self.exact
+            .iter()
+            .find(|(c, _)| c == column)
+            .map(|(_, f)| *f)
+    }
+}
+
+/// The values of a column as exact-match terms (`None` for nulls).
+pub fn exact_values(column: &dyn Array) -> Result<Vec<Option<String>>> {
+    let options = FormatOptions::default();
+    let formatter = ArrayFormatter::try_new(column, &options).map_err(index_error)?;
+    Ok((0..column.len())
+        .map(|i| column.is_valid(i).then(|| formatter.value(i).to_string()))
+        .collect())
+}
+
+/// Writes the index of one segment's rows (in the table schema) into `dir`.
+pub(crate) fn build_segment_index(
+    dir: &Path,
+    schema: &TextSchema,
+    batch: &RecordBatch,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(index_error)?;
+    let index = Index::create_in_dir(dir, schema.schema.clone()).map_err(index_error)?;
+    let mut writer: IndexWriter = index
+        .writer_with_num_threads(1, 64 << 20)
+        .map_err(index_error)?;
+    let ids = row_ids(batch)?;
+    let text: Vec<_> = schema
+        .text
+        .iter()
+        .map(|(name, field)| Ok((*field, string_column(batch, name)?)))
+        .collect::<Result<_>>()?;
+    let exact: Vec<_> = schema
+        .exact
+        .iter()
+        .map(|(name, field)| {
+            let column = batch
+                .column_by_name(name)
+                .ok_or_else(|| index_error(format!("no column {name}")))?;
+            Ok((*field, exact_values(column)?))
+        })
+        .collect::<Result<_>>()?;
+    for (row, id) in ids.values().iter().enumerate() {
+        let mut doc = TantivyDocument::new();
+        doc.add_u64(schema.row_id, *id);
+        for (field, column) in &text {
+            if column.is_valid(row) {
+                doc.add_text(*field, column.value(row));
+            }
+        }
+        for (field, values) in &exact {
+            if let Some(value) = &values[row] {
+                doc.add_text(*field, value);
+            }
+        }
+        writer.add_document(doc).map_err(index_error)?;
+    }
+    writer.commit().map_err(index_error)?;
+    writer.wait_merging_threads().map_err(index_error)?;
+    Ok(())
+}
+
+fn string_column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a arrow::array::StringArray> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_string_opt::<i32>())
+        .ok_or_else(|| index_error(format!("full-text column {name} is not utf8")))
+}
+
+/// The opened index of one segment.
+pub struct SegmentText {
+    #[allow(dead_code)]
+    reader: IndexReader,
+    pub searcher: Searcher,
+}
+
+impl std::fmt::Debug for SegmentText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SegmentText")
+            .field("docs", &self.searcher.num_docs())
+            .finish()
+    }
+}
+
+impl SegmentText {
+    pub(crate) fn open(dir: &Path) -> Result<SegmentText> {
+        let index = Index::open_in_dir(dir).map_err(index_error)?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(index_error)?;
+        let searcher = reader.searcher();
+        Ok(SegmentText { reader, searcher })
+    }
+}
+
+/// A memtable batch's searchable tail: an inverted index of its full-text columns and a map of
+/// its exact-match values, keyed by row id.
+#[derive(Debug, Default)]
+pub struct TextTail {
+    /// Rows of the batch (deleted ones included, as in a segment index).
+    pub docs: u64,
+    /// Per full-text column, in [`TextSchema::text`] order.
+    pub text: Vec<FieldTail>,
+    /// Per exact-match column, in [`TextSchema::exact`] order: value → row ids.
+    pub exact: Vec<HashMap<String, Vec<u64>>>,
+}
+
+#[derive(Debug, Default)]
+pub struct FieldTail {
+    pub tokens: u64,
+    /// Term → (row id, term frequency).
+    pub postings: HashMap<String, Vec<(u64, u32)>>,
+    /// Row id → number of tokens.
+    pub lengths: HashMap<u64, u32>,
+}
+
+impl TextTail {
+    pub(crate) fn build(schema: &TextSchema, batch: &RecordBatch) -> Result<TextTail> {
+        let ids = row_ids(batch)?;
+        let mut analyzer = analyzer();
+        let mut tail = TextTail {
+            docs: batch.num_rows() as u64,
+            ..TextTail::default()
+        };
+        for (name, _) in &schema.text {
+            let column = string_column(batch, name)?;
+            let mut field = FieldTail::default();
+            for (row, id) in ids.values().iter().enumerate() {
+                if !column.is_valid(row) {
+                    continue;
+                }
+                let tokens = tokens(&mut analyzer, column.value(row));
+                if tokens.is_empty() {
+                    continue;
+                }
+                field.tokens += tokens.len() as u64;
+                field.lengths.insert(*id, tokens.len() as u32);
+                let mut counts: HashMap<String, u32> = HashMap::new();
+                for token in tokens {
+                    *counts.entry(token).or_default() += 1;
+                }
+                for (term, tf) in counts {
+                    field.postings.entry(term).or_default().push((*id, tf));
+                }
+            }
+            tail.text.push(field);
+        }
+        for (name, _) in &schema.exact {
+            let column = batch
+                .column_by_name(name)
+                .ok_or_else(|| index_error(format!("no column {name}")))?;
+            let mut values: HashMap<String, Vec<u64>> = HashMap::new();
+            for (row, value) in exact_values(column)?.into_iter().enumerate() {
+                if let Some(value) = value {
+                    values.entry(value).or_default().push(ids.value(row));
+                }
+            }
+            tail.exact.push(values);
+        }
+        Ok(tail)
+    }
+
+    /// The tails of several batches as one, without the rows in `deleted`.
+    pub(crate) fn merge<'a>(
+        parts: impl Iterator<Item = (&'a TextTail, &'a roaring::RoaringTreemap)>,
+    ) -> TextTail {
+        let mut merged = TextTail::default();
+        for (part, deleted) in parts {
+            merged.docs += part.docs - deleted.len().min(part.docs);
+            if merged.text.is_empty() {
+                merged.text = part.text.iter().map(|_| FieldTail::default()).collect();
+                merged.exact = part.exact.iter().map(|_| HashMap::new()).collect();
+            }
+            for (into, from) in merged.text.iter_mut().zip(&part.text) {
+                for (id, len) in &from.lengths {
+                    if !deleted.contains(*id) {
+                        into.lengths.insert(*id, *len);
+                        into.tokens += u64::from(*len);
+                    }
+                }
+                for (term, postings) in &from.postings {
+                    let live = postings.iter().filter(|(id, _)| !deleted.contains(*id));
+                    into.postings.entry(term.clone()).or_default().extend(live);
+                }
+            }
+            for (into, from) in merged.exact.iter_mut().zip(&part.exact) {
+                for (value, ids) in from {
+                    let live = ids.iter().filter(|id| !deleted.contains(**id));
+                    into.entry(value.clone()).or_default().extend(live);
+                }
+            }
+        }
+        merged
+    }
+}
+
+/// BM25 statistics summed over segment searchers and memtable tails.
+pub(crate) struct CombinedStats<'a> {
+    pub schema: &'a TextSchema,
+    pub searchers: Vec<&'a Searcher>,
+    pub tails: Vec<&'a TextTail>,
+}
+
+impl CombinedStats<'_> {
+    fn column_of(&self, field: Field) -> Option<usize> {
+        self.schema.text.iter().position(|(_, f)| *f == field)
+    }
+}
+
+impl Bm25StatisticsProvider for CombinedStats<'_> {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        let mut total = 0;
+        for searcher in &self.searchers {
+            total += Bm25StatisticsProvider::total_num_tokens(*searcher, field)?;
+        }
+        if let Some(i) = self.column_of(field) {
+            total += self.tails.iter().map(|t| t.text[i].tokens).sum::<u64>();
+        }
+        Ok(total)
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        let mut total = 0;
+        for searcher in &self.searchers {
+            total += Bm25StatisticsProvider::total_num_docs(*searcher)?;
+        }
+        Ok(total + self.tails.iter().map(|t| t.docs).sum::<u64>())
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        let mut total = 0;
+        for searcher in &self.searchers {
+            total += searcher.doc_freq(term)?;
+        }
+        if let (Some(i), Some(text)) = (self.column_of(term.field()), term.value().as_str()) {
+            total += self
+                .tails
+                .iter()
+                .map(|t| t.text[i].postings.get(text).map_or(0, |p| p.len() as u64))
+                .sum::<u64>();
+        }
+        Ok(total)
+    }
+}
