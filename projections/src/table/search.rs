@@ -19,11 +19,11 @@ use object_store::{ObjectStore, ObjectStoreExt, path::Path};
 use parquet::{
     arrow::{
         ParquetRecordBatchStreamBuilder, ProjectionMask,
-        arrow_reader::{ArrowReaderOptions, RowSelection, RowSelector},
+        arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelection, RowSelector},
         async_reader::AsyncFileReader,
     },
     errors::ParquetError,
-    file::metadata::{ParquetMetaData, ParquetMetaDataReader},
+    file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader},
 };
 use roaring::RoaringTreemap;
 use tantivy::{
@@ -476,12 +476,26 @@ async fn read_segment_rows(
     hits: &RoaringTreemap,
     names: &[String],
 ) -> Result<RecordBatch> {
-    let reader = SegmentReader {
+    let mut reader = SegmentReader {
         store: snapshot.store.store.clone(),
         path: segment.file.path.clone(),
         size: segment.file.bytes,
     };
-    let builder = ParquetRecordBatchStreamBuilder::new(reader).await?;
+    let metadata = match segment.file.reader_metadata.get() {
+        Some(metadata) => metadata.clone(),
+        None => {
+            // With the offset index, only the pages that hold the wanted rows are fetched.
+            let options =
+                ArrowReaderOptions::new().with_offset_index_policy(PageIndexPolicy::Optional);
+            let metadata = ArrowReaderMetadata::load_async(&mut reader, options).await?;
+            segment
+                .file
+                .reader_metadata
+                .get_or_init(|| metadata)
+                .clone()
+        }
+    };
+    let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata);
     let roots: Vec<usize> = names
         .iter()
         .map(|n| builder.schema().index_of(n).map_err(arrow_error))

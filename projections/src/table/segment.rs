@@ -58,6 +58,11 @@ pub struct SegmentFile {
     pub bytes: u64,
     store: Arc<dyn ObjectStore>,
     retired: AtomicBool,
+    /// The file's footer and page index, decoded once by the first read by row id (see
+    /// [`super::search`]): a search fetches a few rows, and decoding the footer each time
+    /// would cost more than reading them.
+    pub(crate) reader_metadata:
+        std::sync::OnceLock<parquet::arrow::arrow_reader::ArrowReaderMetadata>,
 }
 
 impl SegmentFile {
@@ -67,6 +72,7 @@ impl SegmentFile {
             bytes,
             store,
             retired: AtomicBool::new(false),
+            reader_metadata: std::sync::OnceLock::new(),
         })
     }
 

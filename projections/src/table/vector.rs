@@ -34,33 +34,46 @@ pub struct L2Distance;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DotDistance;
 
+/// Lanes of the sums below: independent accumulators the compiler can keep in one SIMD
+/// register, so that 384-dimension distances cost tens of nanoseconds, not hundreds.
+const LANES: usize = 8;
+
+/// Sums `f(x, y)` over the pairs of `a` and `b`, in `LANES` interleaved partial sums.
+#[inline(always)]
+fn lane_sum(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) -> f32 {
+    let mut acc = [0f32; LANES];
+    let (a_chunks, b_chunks) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let tail: f32 = a_chunks
+        .remainder()
+        .iter()
+        .zip(b_chunks.remainder())
+        .map(|(x, y)| f(*x, *y))
+        .sum();
+    for (x, y) in a_chunks.zip(b_chunks) {
+        for lane in 0..LANES {
+            acc[lane] += f(x[lane], y[lane]);
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
 fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
+    lane_sum(a, b, |x, y| x * y)
 }
 
 impl Distance<f32> for CosineDistance {
     fn eval(&self, a: &[f32], b: &[f32]) -> f32 {
-        let (ab, aa, bb) = a
-            .iter()
-            .zip(b)
-            .fold((0f64, 0f64, 0f64), |(ab, aa, bb), (x, y)| {
-                let (x, y) = (f64::from(*x), f64::from(*y));
-                (ab + x * y, aa + x * x, bb + y * y)
-            });
+        let (ab, aa, bb) = (dot(a, b), dot(a, a), dot(b, b));
         if aa == 0.0 || bb == 0.0 {
             return 1.0;
         }
-        (1.0 - ab / (aa * bb).sqrt()).max(0.0) as f32
+        (1.0 - ab / (aa * bb).sqrt()).max(0.0)
     }
 }
 
 impl Distance<f32> for L2Distance {
     fn eval(&self, a: &[f32], b: &[f32]) -> f32 {
-        a.iter()
-            .zip(b)
-            .map(|(x, y)| (x - y) * (x - y))
-            .sum::<f32>()
-            .sqrt()
+        lane_sum(a, b, |x, y| (x - y) * (x - y)).sqrt()
     }
 }
 
