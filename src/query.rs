@@ -23,7 +23,9 @@ use datafusion::{
     sql::parser::Statement,
 };
 use object_store::ObjectStore;
-use strata_projections::table::{TableScan, TableSnapshot, rows::ROW_ID};
+use strata_projections::table::{
+    TableScan, TableSnapshot, rows::ROW_ID, strings_as_declared, strings_as_declared_schema,
+};
 
 use crate::error::{Error, Result};
 
@@ -94,8 +96,13 @@ pub async fn run(ctx: &SessionContext, statement: Statement) -> Result<QueryResu
         .verify_plan(&plan)
         .map_err(classify)?;
     let frame = ctx.execute_logical_plan(plan).await.map_err(classify)?;
-    let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
-    let batches = frame.collect().await.map_err(classify)?;
+    // Tables are scanned with their strings as views; answers come in the declared types.
+    let schema = strings_as_declared_schema(&Arc::new(frame.schema().as_arrow().clone()));
+    let batches = frame
+        .collect()
+        .await
+        .and_then(|batches| batches.iter().map(strings_as_declared).collect())
+        .map_err(classify)?;
     Ok(QueryResult { schema, batches })
 }
 

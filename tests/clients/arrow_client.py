@@ -90,6 +90,8 @@ assert result.column("_row_id").to_pylist() == [0, 1, 2, 3]
 assert result.column("sensor").to_pylist() == ["a", "B", "c", "d"]
 assert result.column("value").to_pylist() == [1.5, 20.0, 3.25, 4.0]
 assert result.schema.field("at").type == pa.timestamp("ms", tz="UTC")
+# Strings are scanned as views inside; answers keep the declared utf8 type.
+assert result.schema.field("sensor").type == pa.string(), result.schema
 assert result.column("embedding").to_pylist()[0] == [1.0, 0.0, 0.0]
 assert result.column("embedding").to_pylist()[2] is None
 

@@ -44,7 +44,9 @@ use strata_log::{Envelope, PartitionId, envelope::Body};
 use self::segment::row_ids;
 pub use self::{
     index::{IndexSpec, SegmentIndex, VectorSpec},
-    provider::{DeletionFilterExec, TableScan},
+    provider::{
+        DeletionFilterExec, TableScan, scan_schema, strings_as_declared, strings_as_declared_schema,
+    },
     segment::{Segment, SegmentFile, TableStore},
 };
 use crate::{

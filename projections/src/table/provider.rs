@@ -6,7 +6,7 @@
 use std::{fmt, sync::Arc};
 
 use arrow::array::{BooleanArray, RecordBatch, UInt64Array};
-use arrow_schema::SchemaRef;
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::{
     catalog::{Session, TableProvider},
@@ -36,18 +36,71 @@ use super::{TableSnapshot, rows::ROW_ID};
 #[derive(Debug, Clone)]
 pub struct TableScan {
     snapshot: Arc<TableSnapshot>,
+    /// The table's schema with its strings as views (see [`scan_schema`]).
+    schema: SchemaRef,
 }
 
 impl TableScan {
     pub fn new(snapshot: Arc<TableSnapshot>) -> TableScan {
-        TableScan { snapshot }
+        let schema = scan_schema(&snapshot.schema);
+        TableScan { snapshot, schema }
     }
+}
+
+/// The schema queries see: the table's, with `utf8` columns as `utf8view`. Parquet decodes
+/// strings into views without copying them into one buffer, and grouping and comparing views
+/// is faster, as DataFusion does for its own Parquet tables. Query answers are cast back to the
+/// table's types ([`strings_as_declared`]).
+pub fn scan_schema(schema: &SchemaRef) -> SchemaRef {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Utf8 => f.as_ref().clone().with_data_type(DataType::Utf8View),
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// `batch` with its `utf8view` columns cast to `utf8`: a query answer in the types tables
+/// declare.
+pub fn strings_as_declared(batch: &RecordBatch) -> DfResult<RecordBatch> {
+    if !batch
+        .schema()
+        .fields()
+        .iter()
+        .any(|f| f.data_type() == &DataType::Utf8View)
+    {
+        return Ok(batch.clone());
+    }
+    let schema = strings_as_declared_schema(&batch.schema());
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(c, f)| arrow::compute::cast(c, f.data_type()))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(RecordBatch::try_new(schema, columns)?)
+}
+
+/// `schema` with `utf8view` fields as `utf8`.
+pub fn strings_as_declared_schema(schema: &SchemaRef) -> SchemaRef {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Utf8View => f.as_ref().clone().with_data_type(DataType::Utf8),
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
 }
 
 #[async_trait]
 impl TableProvider for TableScan {
     fn schema(&self) -> SchemaRef {
-        self.snapshot.schema.clone()
+        self.schema.clone()
     }
 
     fn table_type(&self) -> TableType {
@@ -70,11 +123,12 @@ impl TableProvider for TableScan {
         _limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let snapshot = &self.snapshot;
-        let schema = &snapshot.schema;
+        let schema = &self.schema;
         let wanted: Vec<usize> = projection
             .cloned()
             .unwrap_or_else(|| (0..schema.fields().len()).collect());
-        // Tombstones are filtered by row id, so the scan always reads `_row_id` (column 0).
+        // Tombstones are filtered by row id, so a scan of a segment with tombstones also reads
+        // `_row_id` (column 0); a scan of a clean segment reads only what the query wants.
         let mut read = wanted.clone();
         if !read.contains(&0) {
             read.insert(0, 0);
@@ -87,19 +141,40 @@ impl TableProvider for TableScan {
             }
             None => None,
         };
-        let parquet = |files: Vec<PartitionedFile>| -> DfResult<Arc<dyn ExecutionPlan>> {
+        let parquet = |files: Vec<PartitionedFile>,
+                       columns: &[usize]|
+         -> DfResult<Arc<dyn ExecutionPlan>> {
             let mut source = ParquetSource::new(schema.clone());
             if let Some(predicate) = &predicate {
                 source = source.with_predicate(predicate.clone());
             }
             let config = FileScanConfigBuilder::new(snapshot.store.url.clone(), Arc::new(source))
                 .with_file_group(FileGroup::new(files))
-                .with_projection_indices(Some(read.clone()))?
+                .with_projection_indices(Some(columns.to_vec()))?
                 .build();
             Ok(DataSourceExec::from_data_source(config))
         };
         let file = |segment: &super::Segment| {
             PartitionedFile::new(segment.file.path.to_string(), segment.file.bytes)
+        };
+        // Keeps the `wanted` columns of a plan that read the `read` ones.
+        let read_schema = Arc::new(schema.project(&read)?);
+        let to_wanted = |plan: Arc<dyn ExecutionPlan>| -> DfResult<Arc<dyn ExecutionPlan>> {
+            if read == wanted {
+                return Ok(plan);
+            }
+            let columns: Vec<(Arc<dyn PhysicalExpr>, String)> = wanted
+                .iter()
+                .map(|&i| {
+                    let at = read.iter().position(|&r| r == i).unwrap_or(0);
+                    let name = read_schema.field(at).name().clone();
+                    (
+                        Arc::new(Column::new(&name, at)) as Arc<dyn PhysicalExpr>,
+                        name,
+                    )
+                })
+                .collect();
+            Ok(Arc::new(ProjectionExec::try_new(columns, plan)?))
         };
         let mut parts: Vec<Arc<dyn ExecutionPlan>> = Vec::new();
         // Segments without tombstones are read by one scan, which DataFusion spreads over its
@@ -111,17 +186,17 @@ impl TableProvider for TableScan {
             .map(file)
             .collect();
         if !clean.is_empty() {
-            parts.push(parquet(clean)?);
+            parts.push(parquet(clean, &wanted)?);
         }
         for segment in &snapshot.segments {
             if segment.deleted.is_empty() || segment.live_rows() == 0 {
                 continue;
             }
-            parts.push(Arc::new(DeletionFilterExec::new(
-                parquet(vec![file(segment)])?,
+            parts.push(to_wanted(Arc::new(DeletionFilterExec::new(
+                parquet(vec![file(segment)], &read)?,
                 segment.deleted.clone(),
                 row_id_at,
-            )));
+            )))?);
         }
         let memtable: Vec<RecordBatch> = snapshot
             .memtable
@@ -131,36 +206,31 @@ impl TableProvider for TableScan {
             .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?
             .into_iter()
             .filter(|b| b.num_rows() > 0)
-            .collect();
+            .map(|b| as_views(&b, schema))
+            .collect::<DfResult<_>>()?;
         if !memtable.is_empty() {
             parts.push(MemorySourceConfig::try_new_exec(
                 &[memtable],
                 schema.clone(),
-                Some(read.clone()),
+                Some(wanted.clone()),
             )?);
         }
-        let read_schema = Arc::new(schema.project(&read)?);
-        let plan: Arc<dyn ExecutionPlan> = match parts.len() {
-            0 => Arc::new(EmptyExec::new(read_schema.clone())),
-            _ => UnionExec::try_new(parts)?,
-        };
-        if read == wanted {
-            return Ok(plan);
+        match parts.len() {
+            0 => Ok(Arc::new(EmptyExec::new(Arc::new(schema.project(&wanted)?)))),
+            _ => UnionExec::try_new(parts),
         }
-        // Drop the `_row_id` that was read only for the tombstones.
-        let columns: Vec<(Arc<dyn PhysicalExpr>, String)> = wanted
-            .iter()
-            .map(|&i| {
-                let at = read.iter().position(|&r| r == i).unwrap_or(0);
-                let name = read_schema.field(at).name().clone();
-                (
-                    Arc::new(Column::new(&name, at)) as Arc<dyn PhysicalExpr>,
-                    name,
-                )
-            })
-            .collect();
-        Ok(Arc::new(ProjectionExec::try_new(columns, plan)?))
     }
+}
+
+/// A memtable batch in the scan's types (its strings as views).
+fn as_views(batch: &RecordBatch, schema: &SchemaRef) -> DfResult<RecordBatch> {
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(c, f)| arrow::compute::cast(c, f.data_type()))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
 
 /// Removes rows whose `_row_id` is in a bitmap: the tombstones of one segment.

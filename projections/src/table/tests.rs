@@ -184,7 +184,7 @@ impl Harness {
         let mut out = BTreeMap::new();
         for batch in batches {
             let ids = batch.column(0).as_primitive::<UInt64Type>();
-            let names = batch.column(1).as_string::<i32>();
+            let names = batch.column(1).as_string_view();
             let ns = batch.column(2).as_primitive::<Int64Type>();
             let has = batch.column(3).as_boolean();
             for i in 0..batch.num_rows() {
