@@ -593,3 +593,39 @@ async fn rows_survive_restarts_through_flushes_and_compactions() {
     let answer = append(&client, json!([{"title": "after"}])).await;
     assert_eq!(answer.body["data"][0]["_row_id"], 60);
 }
+
+/// The segment files a compaction replaced are deleted once no read needs them, without
+/// waiting for another write to the table.
+#[tokio::test]
+async fn a_quiet_table_lets_go_of_the_segments_a_compaction_replaced() {
+    let (dir, server, key) = start(&[
+        "--set",
+        "tables.flush_rows=2",
+        "--set",
+        "tables.compact_min_segments=3",
+    ]);
+    let client = server.client(&key);
+    setup(&client).await;
+    for batch in 0..3 {
+        let rows: Vec<Value> = (0..2)
+            .map(|i| json!({"title": format!("r{batch}-{i}"), "qty": batch * 10 + i}))
+            .collect();
+        assert_eq!(append(&client, Value::Array(rows)).await.status, 200);
+    }
+    let segment_files = || {
+        std::fs::read_dir(dir.path().join("tables"))
+            .unwrap()
+            .flat_map(|db| std::fs::read_dir(db.unwrap().path()).unwrap())
+            .flat_map(|table| std::fs::read_dir(table.unwrap().path().join("segments")).unwrap())
+            .count()
+    };
+    // Three flushed segments, merged into one; the table then gets no more writes.
+    assert!(
+        common::eventually(20, || async { segment_files() == 1 }).await,
+        "{} segment files are left",
+        segment_files()
+    );
+    let rows = sql(&client, "SELECT title FROM items ORDER BY _row_id").await;
+    assert_eq!(rows.len(), 6);
+    assert_eq!(rows[5]["title"], "r2-1");
+}

@@ -22,7 +22,7 @@ pub mod table;
 
 pub use error::{Error, Result};
 pub use projection::{Checkpoint, Projection};
-pub use runtime::Projector;
+pub use runtime::{Projector, Refresher};
 pub use store::StateStore;
 
 #[cfg(test)]

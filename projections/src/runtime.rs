@@ -36,7 +36,32 @@ struct Applied<S> {
 pub struct Projector<S> {
     partition: PartitionId,
     applied: watch::Receiver<Applied<S>>,
+    publish: Arc<watch::Sender<Applied<S>>>,
     task: JoinHandle<()>,
+}
+
+/// Republishes a projection's snapshot when the projection's own background work (a flush, a
+/// compaction) changed how its state is stored, not what it holds: readers then get the new
+/// layout, and the old one (files a compaction replaced, say) can be let go without waiting
+/// for the next event.
+#[derive(Clone)]
+pub struct Refresher<S> {
+    publish: Arc<watch::Sender<Applied<S>>>,
+}
+
+impl<S: Clone> Refresher<S> {
+    /// The snapshot readers get now.
+    pub fn published(&self) -> S {
+        self.publish.borrow().snapshot.clone()
+    }
+
+    /// Replaces the published snapshot by `current()`, called while no event can be published,
+    /// so it must return a snapshot holding at least every event applied so far (the
+    /// projection's latest state).
+    pub fn refresh(&self, current: impl FnOnce() -> S) {
+        self.publish
+            .send_modify(|applied| applied.snapshot = current());
+    }
 }
 
 impl<S> std::fmt::Debug for Projector<S> {
@@ -88,16 +113,24 @@ impl<S: Clone + Send + Sync + 'static> Projector<S> {
             snapshot: projection.snapshot(),
             failure: None,
         });
-        let task = tokio::spawn(follow(log, projection, checkpoint, publish));
+        let publish = Arc::new(publish);
+        let task = tokio::spawn(follow(log, projection, checkpoint, publish.clone()));
         Ok(Projector {
             partition,
             applied,
+            publish,
             task,
         })
     }
 
     pub fn partition(&self) -> &PartitionId {
         &self.partition
+    }
+
+    pub fn refresher(&self) -> Refresher<S> {
+        Refresher {
+            publish: self.publish.clone(),
+        }
     }
 
     /// The latest applied state.
@@ -140,7 +173,7 @@ async fn follow<P: Projection>(
     log: Arc<dyn CommitLog>,
     mut projection: P,
     mut checkpoint: Checkpoint,
-    publish: watch::Sender<Applied<P::Snapshot>>,
+    publish: Arc<watch::Sender<Applied<P::Snapshot>>>,
 ) {
     let partition = projection.partition().clone();
     let mut tail =

@@ -129,12 +129,19 @@ impl Engine {
         let maintenance = {
             let handle = handle.clone();
             let table = def.name.clone();
+            let refresher = projector.refresher();
             tokio::spawn(async move {
                 let mut every = tokio::time::interval(MAINTENANCE_EVERY);
                 loop {
                     every.tick().await;
                     if let Err(error) = handle.maintain().await {
                         tracing::warn!(%table, %error, "table maintenance failed");
+                    }
+                    // A flush or compaction since the last event published a new layout:
+                    // readers get it now, not at the next write, and the segments it replaced
+                    // go once their last reader does.
+                    if !Arc::ptr_eq(&refresher.published(), &handle.snapshot()) {
+                        refresher.refresh(|| handle.snapshot());
                     }
                 }
             })
