@@ -23,13 +23,15 @@
 )]
 
 mod generator;
+mod server;
 
 use std::{
     io::Write,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
+
+use server::Server;
 
 use clap::{Parser, Subcommand};
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
@@ -81,123 +83,18 @@ fn main() {
     }
 }
 
-/// A release server on loopback in `dir`, with an account and key.
-struct Server {
-    child: Child,
-    url: String,
-    key: String,
-}
-
-impl Server {
-    fn start(dir: &Path, extra: &[&str]) -> Server {
-        let bin = env!("CARGO_BIN_EXE_strata");
-        let run = |args: &[&str]| {
-            let out = Command::new(bin)
-                .args(args)
-                .arg("--data-dir")
-                .arg(dir)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8(out.stdout).unwrap()
-        };
-        run(&["accounts", "create", "bench"]);
-        run(&["accounts", "set-payment-method", "bench"]);
-        let key = run(&["keys", "create", "--account", "bench"])
-            .trim()
-            .to_owned();
-        let child = Command::new(bin)
-            .args([
-                "serve",
-                "--data-addr",
-                "127.0.0.1:0",
-                "--platform-addr",
-                "127.0.0.1:0",
-            ])
-            .arg("--data-dir")
-            .arg(dir)
-            .args(["--set", "plans.paid.max_rows=1000000000"])
-            .args(extra)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let info = dir.join("server.json");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(addr) = std::fs::read(&info)
-                .ok()
-                .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-                .filter(|v| v["pid"].as_u64() == Some(u64::from(child.id())))
-                .and_then(|v| v["data_addr"].as_str().map(str::to_owned))
-            {
-                return Server {
-                    child,
-                    url: format!("http://{addr}"),
-                    key,
-                };
-            }
-            assert!(Instant::now() < deadline, "the server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    async fn post(&self, http: &reqwest::Client, path: &str, body: &Value) -> Value {
-        let response = http
-            .post(format!("{}{path}", self.url))
-            .bearer_auth(&self.key)
-            .header("accept", "application/json")
-            .json(body)
-            .send()
-            .await
-            .unwrap();
-        assert!(
-            response.status().is_success(),
-            "{path}: {}",
-            response.text().await.unwrap()
-        );
-        response.json().await.unwrap_or(Value::Null)
-    }
-
-    async fn append_ipc(&self, http: &reqwest::Client, ipc: Vec<u8>) {
-        let response = http
-            .post(format!("{}/v1/append/bench?table=sales", self.url))
-            .bearer_auth(&self.key)
-            .header("content-type", "application/vnd.apache.arrow.stream")
-            .body(ipc)
-            .send()
-            .await
-            .unwrap();
-        assert!(
-            response.status().is_success(),
-            "{}",
-            response.text().await.unwrap()
-        );
-        response.bytes().await.unwrap();
-    }
-
-    async fn setup(&self, http: &reqwest::Client) {
-        self.post(http, "/v1/databases", &json!({"name": "bench"}))
-            .await;
-        self.post(
+/// Database `bench` with table `sales`.
+async fn setup(server: &Server, http: &reqwest::Client) {
+    server
+        .post(http, "/v1/databases", &json!({"name": "bench"}))
+        .await;
+    server
+        .post(
             http,
             "/v1/create_table/bench",
             &generator::table_request("sales"),
         )
         .await;
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn row(what: &str, rows: usize, elapsed: Duration, ratio: Option<f64>) {
@@ -236,10 +133,10 @@ async fn append(scratch: &Path, batches: usize) {
     let server_dir = scratch.join("server");
     let server = Server::start(&server_dir, &["--set", "tables.flush_rows=100000"]);
     let http = reqwest::Client::new();
-    server.setup(&http).await;
+    setup(&server, &http).await;
     let started = Instant::now();
     for body in ipc {
-        server.append_ipc(&http, body).await;
+        server.append_ipc(&http, "sales", body).await;
     }
     let strata = started.elapsed();
     // The same work as the baseline is done once every row is in a Parquet segment.
@@ -289,13 +186,13 @@ async fn groupby(scratch: &Path, rows: usize, runs: usize) {
         ],
     );
     let http = reqwest::Client::new();
-    server.setup(&http).await;
+    setup(&server, &http).await;
     let load_batch = 100_000;
     let loading = Instant::now();
     for i in 0..rows.div_ceil(load_batch) {
         let n = load_batch.min(rows - i * load_batch);
         server
-            .append_ipc(&http, generator::ipc(&data.batch(i, n)))
+            .append_ipc(&http, "sales", generator::ipc(&data.batch(i, n)))
             .await;
     }
     eprintln!(
@@ -303,7 +200,7 @@ async fn groupby(scratch: &Path, rows: usize, runs: usize) {
         loading.elapsed().as_secs_f64()
     );
     // Wait until every row is in a segment and compaction is done.
-    let segments = settle(&server_dir.join("tables"), rows).await;
+    let segments = server::settle(&server_dir.join("tables"), rows).await;
     eprintln!("{} segment files", segments.len());
 
     let baseline = SessionContext::new();
@@ -346,27 +243,4 @@ async fn groupby(scratch: &Path, rows: usize, runs: usize) {
         s.as_secs_f64() * 1e3,
         s.as_secs_f64() / b.as_secs_f64()
     );
-}
-
-/// Waits until the table's segments hold all `rows` (the manifest is written after each flush
-/// and compaction) and no more compaction happens; returns the live segment files.
-async fn settle(tables: &Path, rows: usize) -> Vec<PathBuf> {
-    let deadline = Instant::now() + Duration::from_secs(600);
-    let mut last = Vec::new();
-    let mut stable_since = Instant::now();
-    loop {
-        let files = generator::segment_files(tables);
-        let stored: usize = files.iter().map(|f| generator::parquet_rows(f)).sum();
-        if files != last {
-            last = files;
-            stable_since = Instant::now();
-        } else if stored == rows && stable_since.elapsed() > Duration::from_secs(3) {
-            return last;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "segments did not settle: {stored} of {rows} rows"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
 }

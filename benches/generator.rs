@@ -17,11 +17,7 @@ use arrow::{
 };
 use parquet::{
     arrow::ArrowWriter,
-    basic::Compression,
-    file::{
-        properties::{EnabledStatistics, WriterProperties},
-        reader::{FileReader, SerializedFileReader},
-    },
+    file::reader::{FileReader, SerializedFileReader},
 };
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde_json::{Value, json};
@@ -128,11 +124,7 @@ pub fn ipc(batch: &RecordBatch) -> Vec<u8> {
 
 /// One batch as a Parquet file, with the writer settings of strata's segments.
 pub fn parquet(batch: &RecordBatch) -> Vec<u8> {
-    let properties = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(Default::default()))
-        .set_statistics_enabled(EnabledStatistics::Page)
-        .set_max_row_group_row_count(Some(256 * 1024))
-        .build();
+    let properties = strata_projections::table::segment_properties();
     let mut out = Vec::new();
     let mut writer =
         ArrowWriter::try_new(&mut out, batch.schema(), Some(properties)).expect("writer");

@@ -47,7 +47,7 @@ pub use self::{
     provider::{
         DeletionFilterExec, TableScan, scan_schema, strings_as_declared, strings_as_declared_schema,
     },
-    segment::{Segment, SegmentFile, TableStore},
+    segment::{Segment, SegmentFile, TableStore, segment_properties},
 };
 use crate::{
     catalog::TableDef,

@@ -140,15 +140,21 @@ impl TableSnapshot {
         let query = any_of(pairs.iter().map(|(_, t)| t.clone()));
         let mut hits = Vec::new();
         for (segment, searcher) in &segments {
-            let keep = keep_in(segment, allowed);
-            let collector = FilterCollector::new(
-                ROW_ID_FIELD.to_owned(),
-                move |id: u64| keep(id),
-                TopDocs::with_limit(top).order_by_score(),
-            );
-            let found = searcher
-                .search_with_statistics_provider(&query, &collector, &stats)
-                .map_err(index_error)?;
+            let top_docs = TopDocs::with_limit(top).order_by_score();
+            // Every row of the segment counts: tantivy can skip blocks that cannot reach the
+            // top (block-max WAND). A filter on row ids makes it score every match instead.
+            let found = if segment.deleted.is_empty() && allowed.is_none() {
+                searcher.search_with_statistics_provider(&query, &top_docs, &stats)
+            } else {
+                let keep = keep_in(segment, allowed);
+                let collector = FilterCollector::new(
+                    ROW_ID_FIELD.to_owned(),
+                    move |id: u64| keep(id),
+                    top_docs,
+                );
+                searcher.search_with_statistics_provider(&query, &collector, &stats)
+            }
+            .map_err(index_error)?;
             let ids = row_id_reader(searcher)?;
             for (score, address) in found {
                 hits.push(Hit {

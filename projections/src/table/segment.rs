@@ -11,8 +11,9 @@ use arrow::array::{RecordBatch, UInt64Array};
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload, path::Path};
 use parquet::{
     arrow::ArrowWriter,
-    basic::Compression,
+    basic::{Compression, Encoding},
     file::properties::{EnabledStatistics, WriterProperties},
+    schema::types::ColumnPath,
 };
 use roaring::RoaringTreemap;
 
@@ -123,6 +124,25 @@ impl Segment {
     }
 }
 
+/// How segments are written. Scans read whole columns; searches read a few rows by id through
+/// the offset index, and pay for every page (and dictionary page) those rows sit in. So pages
+/// are small (64 KiB, or 256 rows of long text), dictionaries stop at 64 KiB (low-cardinality
+/// columns, the ones dictionaries help, fit; unique values fall back to plain encoding early),
+/// and `_row_id`, unique and ascending, is delta-encoded without a dictionary.
+pub fn segment_properties() -> WriterProperties {
+    let row_id = ColumnPath::from(ROW_ID);
+    WriterProperties::builder()
+        .set_compression(Compression::ZSTD(Default::default()))
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_max_row_group_row_count(Some(256 * 1024))
+        .set_data_page_size_limit(64 << 10)
+        .set_write_batch_size(256)
+        .set_dictionary_page_size_limit(64 << 10)
+        .set_column_dictionary_enabled(row_id.clone(), false)
+        .set_column_encoding(row_id, Encoding::DELTA_BINARY_PACKED)
+        .build()
+}
+
 /// Encodes rows (already sorted by `_row_id`, deleted rows removed) as a Parquet file with
 /// statistics on every column.
 pub(crate) fn encode_parquet(batches: &[RecordBatch]) -> Result<Vec<u8>> {
@@ -131,11 +151,7 @@ pub(crate) fn encode_parquet(batches: &[RecordBatch]) -> Result<Vec<u8>> {
             "a segment needs at least one batch".to_owned(),
         ));
     };
-    let properties = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(Default::default()))
-        .set_statistics_enabled(EnabledStatistics::Page)
-        .set_max_row_group_row_count(Some(256 * 1024))
-        .build();
+    let properties = segment_properties();
     let mut out = Vec::new();
     let mut writer = ArrowWriter::try_new(&mut out, first.schema(), Some(properties))?;
     for batch in batches {

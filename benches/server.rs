@@ -1,0 +1,146 @@
+//! A release `strata serve` on loopback for the benchmarks, with an account and its key.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+
+use crate::generator;
+
+/// A release server on loopback in `dir`, with an account and key.
+pub struct Server {
+    child: Child,
+    pub url: String,
+    pub key: String,
+}
+
+impl Server {
+    pub fn start(dir: &Path, extra: &[&str]) -> Server {
+        let bin = env!("CARGO_BIN_EXE_strata");
+        let run = |args: &[&str]| {
+            let out = Command::new(bin)
+                .args(args)
+                .arg("--data-dir")
+                .arg(dir)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap()
+        };
+        run(&["accounts", "create", "bench"]);
+        run(&["accounts", "set-payment-method", "bench"]);
+        let key = run(&["keys", "create", "--account", "bench"])
+            .trim()
+            .to_owned();
+        let child = Command::new(bin)
+            .args([
+                "serve",
+                "--data-addr",
+                "127.0.0.1:0",
+                "--platform-addr",
+                "127.0.0.1:0",
+            ])
+            .arg("--data-dir")
+            .arg(dir)
+            .args(["--set", "plans.paid.max_rows=1000000000"])
+            .args(extra)
+            .env(
+                "RUST_LOG",
+                std::env::var("STRATA_BENCH_LOG").unwrap_or_else(|_| "warn".to_owned()),
+            )
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("server.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let info = dir.join("server.json");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(addr) = std::fs::read(&info)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+                .filter(|v| v["pid"].as_u64() == Some(u64::from(child.id())))
+                .and_then(|v| v["data_addr"].as_str().map(str::to_owned))
+            {
+                return Server {
+                    child,
+                    url: format!("http://{addr}"),
+                    key,
+                };
+            }
+            assert!(Instant::now() < deadline, "the server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub async fn post(&self, http: &reqwest::Client, path: &str, body: &Value) -> Value {
+        let response = http
+            .post(format!("{}{path}", self.url))
+            .bearer_auth(&self.key)
+            .header("accept", "application/json")
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            response.status().is_success(),
+            "{path}: {}",
+            response.text().await.unwrap()
+        );
+        response.json().await.unwrap_or(Value::Null)
+    }
+
+    /// Appends one Arrow IPC stream to `table` of database `bench`.
+    pub async fn append_ipc(&self, http: &reqwest::Client, table: &str, ipc: Vec<u8>) {
+        let response = http
+            .post(format!("{}/v1/append/bench?table={table}", self.url))
+            .bearer_auth(&self.key)
+            .header("content-type", "application/vnd.apache.arrow.stream")
+            .body(ipc)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            response.status().is_success(),
+            "{}",
+            response.text().await.unwrap()
+        );
+        response.bytes().await.unwrap();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits until the table's segments hold all `rows` (the manifest is written after each flush
+/// and compaction) and no more compaction happens; returns the live segment files.
+pub async fn settle(tables: &Path, rows: usize) -> Vec<PathBuf> {
+    let deadline = Instant::now() + Duration::from_secs(3600);
+    let mut last = Vec::new();
+    let mut stable_since = Instant::now();
+    loop {
+        let files = generator::segment_files(tables);
+        let stored: usize = files.iter().map(|f| generator::parquet_rows(f)).sum();
+        if files != last {
+            last = files;
+            stable_since = Instant::now();
+        } else if stored == rows && stable_since.elapsed() > Duration::from_secs(3) {
+            return last;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "segments did not settle: {stored} of {rows} rows"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
