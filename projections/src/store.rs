@@ -27,8 +27,22 @@ impl std::fmt::Debug for StateStore {
 impl StateStore {
     /// Opens (creating if needed) the store in `dir`. Blocking.
     pub fn open(dir: impl AsRef<Path>) -> Result<StateStore> {
-        let db = sled::Config::new().path(dir.as_ref()).open()?;
-        Ok(StateStore { db })
+        // sled's background flusher holds the directory's lock for a moment after the last
+        // handle is dropped, so reopening in the same process (a restart of a runtime, a
+        // test) can find it still taken. Another process holding it keeps it: give up then.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        loop {
+            match sled::Config::new().path(dir.as_ref()).open() {
+                Ok(db) => return Ok(StateStore { db }),
+                Err(sled::Error::Io(error))
+                    if error.to_string().contains("could not acquire lock")
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
     }
 
     pub(crate) fn tree(&self, name: &str) -> Result<sled::Tree> {
