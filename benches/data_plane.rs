@@ -28,7 +28,7 @@ mod server;
 use std::{
     io::Write,
     path::{Path, PathBuf},
-    time::{Duration, Instant},
+    time::Instant,
 };
 
 use server::Server;
@@ -97,16 +97,6 @@ async fn setup(server: &Server, http: &reqwest::Client) {
         .await;
 }
 
-fn row(what: &str, rows: usize, elapsed: Duration, ratio: Option<f64>) {
-    let ratio = ratio.map_or("1.00 (baseline)".to_owned(), |r| format!("{r:.2}"));
-    println!(
-        "| {what} | {rows} | {:.2} | {:.0} | {ratio} |",
-        elapsed.as_secs_f64(),
-        rows as f64 / elapsed.as_secs_f64()
-    );
-    std::io::stdout().flush().unwrap();
-}
-
 async fn append(scratch: &Path, batches: usize) {
     let data = generator::Generator::new(42);
     let ipc: Vec<Vec<u8>> = (0..batches)
@@ -140,31 +130,24 @@ async fn append(scratch: &Path, batches: usize) {
     }
     let strata = started.elapsed();
     // The same work as the baseline is done once every row is in a Parquet segment.
-    while generator::segment_files(&server_dir.join("tables"))
-        .iter()
-        .map(|f| generator::parquet_rows(f))
-        .sum::<usize>()
-        < rows
-    {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    server::wait_for_segment_rows(&server_dir.join("tables"), rows).await;
     let in_segments = started.elapsed();
 
     println!("| what | rows | seconds | rows/s | ratio to baseline |");
     println!("|---|---|---|---|---|");
-    row(
+    server::throughput_row(
         "Parquet files written and synced directly",
         rows,
         baseline,
         None,
     );
-    row(
+    server::throughput_row(
         "strata append, until the last append is acknowledged (durable in the log)",
         rows,
         strata,
         Some(baseline.as_secs_f64() / strata.as_secs_f64()),
     );
-    row(
+    server::throughput_row(
         "strata append, until every row is in a Parquet segment",
         rows,
         in_segments,

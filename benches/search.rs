@@ -423,16 +423,6 @@ async fn hybrid(scratch: &Path, rows: usize, queries: usize) {
     );
 }
 
-fn row(what: &str, rows: usize, elapsed: Duration, ratio: Option<f64>) {
-    let ratio = ratio.map_or("1.00 (baseline)".to_owned(), |r| format!("{r:.2}"));
-    println!(
-        "| {what} | {rows} | {:.2} | {:.0} | {ratio} |",
-        elapsed.as_secs_f64(),
-        rows as f64 / elapsed.as_secs_f64()
-    );
-    std::io::stdout().flush().unwrap();
-}
-
 /// The baseline of `append`: the rows to one Parquet file, one tantivy index of the two text
 /// columns and one hnsw_rs graph of the vectors, with the server's settings, each synced.
 fn write_directly(dir: &Path, batches: &[RecordBatch]) {
@@ -525,31 +515,24 @@ async fn append(scratch: &Path, rows: usize) {
         server.append_ipc(&http, "docs", body).await;
     }
     let acknowledged = started.elapsed();
-    while generator::segment_files(&server_dir.join("tables"))
-        .iter()
-        .map(|f| generator::parquet_rows(f))
-        .sum::<usize>()
-        < rows
-    {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    server::wait_for_segment_rows(&server_dir.join("tables"), rows).await;
     let indexed = started.elapsed();
 
     println!("| what | rows | seconds | rows/s | ratio to baseline |");
     println!("|---|---|---|---|---|");
-    row(
+    server::throughput_row(
         "Parquet + tantivy + hnsw_rs written directly, synced",
         rows,
         baseline,
         None,
     );
-    row(
+    server::throughput_row(
         "strata append, until the last append is acknowledged (durable in the log)",
         rows,
         acknowledged,
         Some(baseline.as_secs_f64() / acknowledged.as_secs_f64()),
     );
-    row(
+    server::throughput_row(
         "strata append, until every row is in a segment with its indexes",
         rows,
         indexed,

@@ -144,3 +144,27 @@ pub async fn settle(tables: &Path, rows: usize) -> Vec<PathBuf> {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
+
+/// Waits until the Parquet segment files under `tables` hold `rows` rows.
+pub async fn wait_for_segment_rows(tables: &Path, rows: usize) {
+    while generator::segment_files(tables)
+        .iter()
+        .map(|f| generator::parquet_rows(f))
+        .sum::<usize>()
+        < rows
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// One row of a throughput table: what, rows, seconds, rows/s and the ratio to the baseline
+/// (`None` for the baseline itself).
+pub fn throughput_row(what: &str, rows: usize, elapsed: Duration, ratio: Option<f64>) {
+    let ratio = ratio.map_or("1.00 (baseline)".to_owned(), |r| format!("{r:.2}"));
+    println!(
+        "| {what} | {rows} | {:.2} | {:.0} | {ratio} |",
+        elapsed.as_secs_f64(),
+        rows as f64 / elapsed.as_secs_f64()
+    );
+    std::io::Write::flush(&mut std::io::stdout()).unwrap();
+}

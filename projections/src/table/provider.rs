@@ -52,49 +52,49 @@ impl TableScan {
 /// is faster, as DataFusion does for its own Parquet tables. Query answers are cast back to the
 /// table's types ([`strings_as_declared`]).
 pub fn scan_schema(schema: &SchemaRef) -> SchemaRef {
-    let fields: Vec<Field> = schema
-        .fields()
-        .iter()
-        .map(|f| match f.data_type() {
-            DataType::Utf8 => f.as_ref().clone().with_data_type(DataType::Utf8View),
-            _ => f.as_ref().clone(),
-        })
-        .collect();
-    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+    retyped(schema, &DataType::Utf8, &DataType::Utf8View)
+}
+
+/// `schema` with `utf8view` fields as `utf8`.
+pub fn strings_as_declared_schema(schema: &SchemaRef) -> SchemaRef {
+    retyped(schema, &DataType::Utf8View, &DataType::Utf8)
 }
 
 /// `batch` with its `utf8view` columns cast to `utf8`: a query answer in the types tables
 /// declare.
 pub fn strings_as_declared(batch: &RecordBatch) -> DfResult<RecordBatch> {
-    if !batch
-        .schema()
+    let schema = batch.schema();
+    if !schema
         .fields()
         .iter()
         .any(|f| f.data_type() == &DataType::Utf8View)
     {
         return Ok(batch.clone());
     }
-    let schema = strings_as_declared_schema(&batch.schema());
+    cast_batch(batch, &strings_as_declared_schema(&schema))
+}
+
+fn retyped(schema: &SchemaRef, from: &DataType, to: &DataType) -> SchemaRef {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() == from {
+            true => f.as_ref().clone().with_data_type(to.clone()),
+            false => f.as_ref().clone(),
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// `batch` with each column cast to the type `schema` gives it.
+fn cast_batch(batch: &RecordBatch, schema: &SchemaRef) -> DfResult<RecordBatch> {
     let columns = batch
         .columns()
         .iter()
         .zip(schema.fields())
         .map(|(c, f)| arrow::compute::cast(c, f.data_type()))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(RecordBatch::try_new(schema, columns)?)
-}
-
-/// `schema` with `utf8view` fields as `utf8`.
-pub fn strings_as_declared_schema(schema: &SchemaRef) -> SchemaRef {
-    let fields: Vec<Field> = schema
-        .fields()
-        .iter()
-        .map(|f| match f.data_type() {
-            DataType::Utf8View => f.as_ref().clone().with_data_type(DataType::Utf8),
-            _ => f.as_ref().clone(),
-        })
-        .collect();
-    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
 
 #[async_trait]
@@ -206,7 +206,7 @@ impl TableProvider for TableScan {
             .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?
             .into_iter()
             .filter(|b| b.num_rows() > 0)
-            .map(|b| as_views(&b, schema))
+            .map(|b| cast_batch(&b, schema))
             .collect::<DfResult<_>>()?;
         if !memtable.is_empty() {
             parts.push(MemorySourceConfig::try_new_exec(
@@ -220,17 +220,6 @@ impl TableProvider for TableScan {
             _ => UnionExec::try_new(parts),
         }
     }
-}
-
-/// A memtable batch in the scan's types (its strings as views).
-fn as_views(batch: &RecordBatch, schema: &SchemaRef) -> DfResult<RecordBatch> {
-    let columns = batch
-        .columns()
-        .iter()
-        .zip(schema.fields())
-        .map(|(c, f)| arrow::compute::cast(c, f.data_type()))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
 
 /// Removes rows whose `_row_id` is in a bitmap: the tombstones of one segment.
