@@ -124,34 +124,21 @@ async fn append(scratch: &Path, batches: usize) {
     let server = Server::start(&server_dir, &["--set", "tables.flush_rows=100000"]);
     let http = reqwest::Client::new();
     setup(&server, &http).await;
-    let started = Instant::now();
-    for body in ipc {
-        server.append_ipc(&http, "sales", body).await;
-    }
-    let strata = started.elapsed();
-    // The same work as the baseline is done once every row is in a Parquet segment.
-    server::wait_for_segment_rows(&server_dir.join("tables"), rows).await;
-    let in_segments = started.elapsed();
-
-    println!("| what | rows | seconds | rows/s | ratio to baseline |");
-    println!("|---|---|---|---|---|");
-    server::throughput_row(
+    let times = server::timed_appends(
+        &server,
+        &http,
+        "sales",
+        ipc,
+        &server_dir.join("tables"),
+        rows,
+    )
+    .await;
+    server::append_table(
         "Parquet files written and synced directly",
+        "every row is in a Parquet segment",
         rows,
         baseline,
-        None,
-    );
-    server::throughput_row(
-        "strata append, until the last append is acknowledged (durable in the log)",
-        rows,
-        strata,
-        Some(baseline.as_secs_f64() / strata.as_secs_f64()),
-    );
-    server::throughput_row(
-        "strata append, until every row is in a Parquet segment",
-        rows,
-        in_segments,
-        Some(baseline.as_secs_f64() / in_segments.as_secs_f64()),
+        times,
     );
 }
 

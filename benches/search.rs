@@ -510,32 +510,20 @@ async fn append(scratch: &Path, rows: usize) {
             &Corpus::table_request("docs"),
         )
         .await;
-    let started = Instant::now();
-    for body in ipc {
-        server.append_ipc(&http, "docs", body).await;
-    }
-    let acknowledged = started.elapsed();
-    server::wait_for_segment_rows(&server_dir.join("tables"), rows).await;
-    let indexed = started.elapsed();
-
-    println!("| what | rows | seconds | rows/s | ratio to baseline |");
-    println!("|---|---|---|---|---|");
-    server::throughput_row(
+    let times = server::timed_appends(
+        &server,
+        &http,
+        "docs",
+        ipc,
+        &server_dir.join("tables"),
+        rows,
+    )
+    .await;
+    server::append_table(
         "Parquet + tantivy + hnsw_rs written directly, synced",
+        "every row is in a segment with its indexes",
         rows,
         baseline,
-        None,
-    );
-    server::throughput_row(
-        "strata append, until the last append is acknowledged (durable in the log)",
-        rows,
-        acknowledged,
-        Some(baseline.as_secs_f64() / acknowledged.as_secs_f64()),
-    );
-    server::throughput_row(
-        "strata append, until every row is in a segment with its indexes",
-        rows,
-        indexed,
-        Some(baseline.as_secs_f64() / indexed.as_secs_f64()),
+        times,
     );
 }

@@ -168,3 +168,50 @@ pub fn throughput_row(what: &str, rows: usize, elapsed: Duration, ratio: Option<
     );
     std::io::Write::flush(&mut std::io::stdout()).unwrap();
 }
+
+/// Appends `ipc` to `table`, one stream at a time, and returns how long it took until the last
+/// append was acknowledged and until every row was in a segment under `tables`.
+pub async fn timed_appends(
+    server: &Server,
+    http: &reqwest::Client,
+    table: &str,
+    ipc: Vec<Vec<u8>>,
+    tables: &Path,
+    rows: usize,
+) -> (Duration, Duration) {
+    let started = Instant::now();
+    for body in ipc {
+        server.append_ipc(http, table, body).await;
+    }
+    let acknowledged = started.elapsed();
+    wait_for_segment_rows(tables, rows).await;
+    (acknowledged, started.elapsed())
+}
+
+/// The table of an append benchmark: the baseline, then strata until acknowledged and until
+/// `stored` (what "in a segment" means for that benchmark).
+pub fn append_table(
+    baseline_what: &str,
+    stored: &str,
+    rows: usize,
+    baseline: Duration,
+    (acknowledged, in_segments): (Duration, Duration),
+) {
+    println!("| what | rows | seconds | rows/s | ratio to baseline |");
+    println!("|---|---|---|---|---|");
+    throughput_row(baseline_what, rows, baseline, None);
+    for (what, took) in [
+        (
+            "strata append, until the last append is acknowledged (durable in the log)".to_owned(),
+            acknowledged,
+        ),
+        (format!("strata append, until {stored}"), in_segments),
+    ] {
+        throughput_row(
+            &what,
+            rows,
+            took,
+            Some(baseline.as_secs_f64() / took.as_secs_f64()),
+        );
+    }
+}
