@@ -406,7 +406,7 @@ impl Shared {
         state.live_rows += mem.ids.len();
         state.live_vectors += mem.vectors.len();
         state.memtable_rows += mem.batch.num_rows();
-        state.memtable_bytes += mem.batch.get_array_memory_size();
+        state.memtable_bytes += batch_bytes(&mem.batch);
         state.memtable_since.get_or_insert_with(Instant::now);
         state.memtable.push(mem);
         Ok(())
@@ -509,7 +509,7 @@ fn merge_memtable(state: &mut State) -> Result<()> {
         vectors |= &*batch.vectors - &*batch.deleted;
     }
     state.memtable_rows = merged.num_rows();
-    state.memtable_bytes = merged.get_array_memory_size();
+    state.memtable_bytes = batch_bytes(&merged);
     state.memtable.push(MemBatch {
         batch: merged,
         ids: Arc::new(ids),
@@ -570,4 +570,19 @@ pub fn count_vectors(batch: &RecordBatch, vector_column: Option<&str>) -> u64 {
 /// Row ids of a batch in the table schema, as a vector (for callers outside this module).
 pub fn batch_row_ids(batch: &RecordBatch) -> Result<Vec<u64>> {
     Ok(row_ids(batch)?.values().to_vec())
+}
+
+/// The bytes a batch's rows take. Not `get_array_memory_size`: the columns of a batch decoded
+/// from Arrow IPC are slices of one buffer, and that counts the whole buffer once per column,
+/// which made the memtable look several times larger than it is and flush early by size.
+pub(crate) fn batch_bytes(batch: &RecordBatch) -> usize {
+    batch
+        .columns()
+        .iter()
+        .map(|c| {
+            c.to_data()
+                .get_slice_memory_size()
+                .unwrap_or_else(|_| c.get_array_memory_size())
+        })
+        .sum()
 }
