@@ -130,7 +130,7 @@ pub struct TablesConfig {
     pub flush_age_ms: u64,
     /// The memtable's batches are merged into one once it holds this many.
     pub memtable_batches: usize,
-    /// Small segments are compacted once there are this many...
+    /// A tier of small segments of about the same size is compacted once it has this many...
     pub compact_min_segments: usize,
     /// ...where small means fewer live rows than this.
     pub small_segment_rows: u64,

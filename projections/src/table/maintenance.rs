@@ -324,23 +324,31 @@ fn sorted_parquet(
     }))
 }
 
-/// Merges the small segments (and drops their tombstoned rows) when there are enough of them.
+/// Merges tiers of small segments (and drops their tombstoned rows) while one is full: a
+/// merged segment may fill the tier above.
 pub(super) async fn compact(shared: &Arc<Shared>) -> Result<()> {
+    while compact_once(shared).await? {}
+    Ok(())
+}
+
+/// Merges the smallest full tier of small segments, if any; whether it did.
+async fn compact_once(shared: &Arc<Shared>) -> Result<bool> {
     let jobs = shared.jobs.read().await;
     if *jobs {
-        return Ok(());
+        return Ok(false);
     }
-    let small = |s: &Segment| s.live_rows() < shared.options.small_segment_rows;
     let (inputs, seq) = {
         let mut state = shared.state.lock();
-        let inputs: Vec<Segment> = state
-            .segments
-            .iter()
-            .filter(|s| small(s))
-            .cloned()
-            .collect();
-        if state.compacting || inputs.len() < shared.options.compact_min_segments.max(2) {
-            return Ok(());
+        if state.compacting {
+            return Ok(false);
+        }
+        let inputs = tier_to_merge(
+            &state.segments,
+            shared.options.small_segment_rows,
+            shared.options.compact_min_segments.max(2),
+        );
+        if inputs.is_empty() {
+            return Ok(false);
         }
         state.compacting = true;
         let seq = state.next_segment;
@@ -357,7 +365,44 @@ pub(super) async fn compact(shared: &Arc<Shared>) -> Result<()> {
     write_manifest(shared).await?;
     drop(jobs);
     tracing::debug!(table = %shared.table.name, segments = inputs.len(), "compacted");
-    Ok(())
+    Ok(true)
+}
+
+/// Segments of a tier hold at most this many times the live rows of the tier's smallest...
+const TIER_RATIO: u64 = 4;
+/// ...counting segments smaller than this as this big, so that tiny ones share the lowest tier.
+const TIER_FLOOR: u64 = 4096;
+
+/// The segments the next compaction merges: the smallest tier of small segments (fewer live
+/// rows than `small_rows`) that has at least `min_segments` of them, or none.
+///
+/// Size-tiered, as in an LSM tree: segments merge with segments of about their size, so a row
+/// is rewritten once per tier it climbs (a logarithmic number of times), not at every
+/// compaction. Merging everything small at once would rewrite the biggest small segment each
+/// time, and rebuild its vector graph, the costliest index there is.
+fn tier_to_merge(segments: &[Segment], small_rows: u64, min_segments: usize) -> Vec<Segment> {
+    let mut small: Vec<&Segment> = segments
+        .iter()
+        .filter(|s| s.live_rows() < small_rows)
+        .collect();
+    small.sort_by_key(|s| (s.live_rows(), s.seq));
+    let mut tier: Vec<&Segment> = Vec::new();
+    for segment in small {
+        let bound = tier
+            .first()
+            .map(|first| first.live_rows().max(TIER_FLOOR) * TIER_RATIO);
+        if bound.is_some_and(|bound| segment.live_rows() > bound) {
+            if tier.len() >= min_segments {
+                break;
+            }
+            tier.clear();
+        }
+        tier.push(segment);
+    }
+    if tier.len() < min_segments {
+        return Vec::new();
+    }
+    tier.into_iter().cloned().collect()
 }
 
 /// Writes the live rows of `inputs` as one segment `seq`.
@@ -471,4 +516,61 @@ async fn write_manifest(shared: &Arc<Shared>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segment(seq: u64, rows: u64, deleted: u64) -> Segment {
+        let store: Arc<dyn object_store::ObjectStore> =
+            Arc::new(object_store::memory::InMemory::new());
+        Segment {
+            seq,
+            file: SegmentFile::new(store, Path::from(format!("s{seq}")), 0),
+            rows,
+            ids: Arc::new((0..rows).collect()),
+            deleted: Arc::new((0..deleted).collect()),
+            vectors: Arc::new(RoaringTreemap::new()),
+            index: None,
+        }
+    }
+
+    fn seqs(segments: &[Segment]) -> Vec<u64> {
+        segments.iter().map(|s| s.seq).collect()
+    }
+
+    #[test]
+    fn segments_merge_with_segments_of_about_their_size() {
+        // Three flush-sized segments and a merged one: the merged one waits for its peers.
+        let segments = [
+            segment(1, 200_000, 0),
+            segment(2, 30_000, 0),
+            segment(3, 30_000, 0),
+            segment(4, 25_000, 0),
+        ];
+        assert_eq!(seqs(&tier_to_merge(&segments, 1 << 20, 3)), vec![4, 2, 3]);
+        assert!(tier_to_merge(&segments, 1 << 20, 4).is_empty());
+        // Tiny segments share the lowest tier, whatever their ratio.
+        let tiny = [segment(1, 1, 0), segment(2, 3000, 0), segment(3, 40, 0)];
+        assert_eq!(seqs(&tier_to_merge(&tiny, 1 << 20, 3)), vec![1, 3, 2]);
+        // Deleted rows do not count: a shrunken segment joins the tier of its live rows.
+        let shrunk = [
+            segment(1, 200_000, 190_000),
+            segment(2, 10_000, 0),
+            segment(3, 12_000, 0),
+        ];
+        assert_eq!(seqs(&tier_to_merge(&shrunk, 1 << 20, 3)), vec![1, 2, 3]);
+        // Segments that are not small never merge.
+        assert!(tier_to_merge(&segments, 26_000, 2).is_empty());
+        assert_eq!(seqs(&tier_to_merge(&segments, 30_001, 2)), vec![4, 2, 3]);
+        // The smallest tier that is full goes first; a full bigger tier waits for the next run.
+        let two_tiers = [
+            segment(1, 100_000, 0),
+            segment(2, 100_000, 0),
+            segment(3, 8_000, 0),
+            segment(4, 9_000, 0),
+        ];
+        assert_eq!(seqs(&tier_to_merge(&two_tiers, 1 << 20, 2)), vec![3, 4]);
+    }
 }
