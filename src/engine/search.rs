@@ -287,6 +287,7 @@ impl Engine {
         let columns = full_text_columns(&def, request.column.as_deref())?;
         check_columns(&def, request.columns.as_deref())?;
         let allowed = self.filter(&snapshot, request.filter.as_deref()).await?;
+        let started = std::time::Instant::now();
         let hits = snapshot
             .bm25(
                 &request.query,
@@ -295,12 +296,19 @@ impl Engine {
                 request.limit + request.offset,
             )
             .map_err(index_error)?;
+        let searched = started.elapsed();
         let hits: Vec<Hit> = hits.into_iter().skip(request.offset).collect();
         let ids: Vec<u64> = hits.iter().map(|h| h.row_id).collect();
         let rows = snapshot
             .rows_by_id(&ids, request.columns.as_deref())
             .await
             .map_err(index_error)?;
+        tracing::debug!(
+            table = %def.name,
+            search_us = searched.as_micros() as u64,
+            rows_us = (started.elapsed() - searched).as_micros() as u64,
+            "bm25_search"
+        );
         let scores: HashMap<u64, f32> = hits.iter().map(|h| (h.row_id, h.score)).collect();
         with_columns(
             rows,

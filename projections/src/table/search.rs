@@ -9,9 +9,10 @@
 use std::{collections::HashMap, sync::Arc};
 
 use arrow::{
-    array::{RecordBatch, UInt32Array},
+    array::{ArrayRef, RecordBatch, UInt32Array, UInt64Array},
     compute,
 };
+use arrow_schema::SchemaRef;
 use bytes::Bytes;
 use futures::TryStreamExt;
 use futures::{FutureExt, future::BoxFuture};
@@ -38,7 +39,10 @@ use super::{
     MemBatch, Segment, TableSnapshot,
     rows::{ROW_ID, arrow_error},
     segment::row_ids,
-    text::{CombinedStats, ROW_ID_FIELD, TextSchema, TextTail, analyzer, index_error, tokens},
+    text::{
+        CombinedStats, Memoized, ROW_ID_FIELD, SegmentText, TextSchema, TextTail, analyzer,
+        index_error, tokens,
+    },
     vector::{distance, nearest, vectors_of},
 };
 use crate::error::{Error, Result};
@@ -74,18 +78,15 @@ impl TableSnapshot {
             .ok_or_else(|| Error::Index(format!("table {} has no text index", self.table.name)))
     }
 
-    /// Segments with their text searcher.
-    fn text_segments(&self) -> Result<Vec<(&Segment, &Searcher)>> {
+    /// Segments with their text index.
+    fn text_segments(&self) -> Result<Vec<(&Segment, &SegmentText)>> {
         self.segments
             .iter()
             .map(|s| {
-                let searcher = s
-                    .index
-                    .as_ref()
-                    .and_then(|i| i.text.as_ref())
-                    .map(|t| &t.searcher)
+                let text = s.index.as_ref().and_then(|i| i.text.as_ref());
+                let text = text
                     .ok_or_else(|| Error::Index(format!("segment {} has no text index", s.seq)))?;
-                Ok((s, searcher))
+                Ok((s, text))
             })
             .collect()
     }
@@ -128,18 +129,19 @@ impl TableSnapshot {
         }
         let segments = self.text_segments()?;
         let tails = self.tails();
-        let stats = CombinedStats {
+        let stats = Memoized::new(CombinedStats {
             schema: self.text_schema()?,
-            searchers: segments.iter().map(|(_, s)| *s).collect(),
+            searchers: segments.iter().map(|(_, s)| &s.searcher).collect(),
             tails: tails.iter().map(|(_, t)| *t).collect(),
-        };
+        });
         let pairs: Vec<(usize, Term)> = fields
             .iter()
             .flat_map(|(i, field)| terms.iter().map(|t| (*i, Term::from_field_text(*field, t))))
             .collect();
         let query = any_of(pairs.iter().map(|(_, t)| t.clone()));
         let mut hits = Vec::new();
-        for (segment, searcher) in &segments {
+        for (segment, text) in &segments {
+            let searcher = &text.searcher;
             let top_docs = TopDocs::with_limit(top).order_by_score();
             // Every row of the segment counts: tantivy can skip blocks that cannot reach the
             // top (block-max WAND). A filter on row ids makes it score every match instead.
@@ -155,7 +157,7 @@ impl TableSnapshot {
                 searcher.search_with_statistics_provider(&query, &collector, &stats)
             }
             .map_err(index_error)?;
-            let ids = row_id_reader(searcher)?;
+            let ids = row_id_reader(text);
             for (score, address) in found {
                 hits.push(Hit {
                     row_id: ids(address)?,
@@ -225,7 +227,7 @@ impl TableSnapshot {
         if terms.is_empty() {
             return Ok(out);
         }
-        for (segment, searcher) in self.text_segments()? {
+        for (segment, text) in self.text_segments()? {
             // Per column: any or all of the terms; across columns: any.
             let query = BooleanQuery::new(
                 fields
@@ -241,7 +243,7 @@ impl TableSnapshot {
                     })
                     .collect(),
             );
-            out |= segment_ids(searcher, &query, segment, allowed)?;
+            out |= segment_ids(text, &query, segment, allowed)?;
         }
         for (mem, tail) in self.tails() {
             for (i, _) in fields {
@@ -292,8 +294,8 @@ impl TableSnapshot {
             Term::from_field_text(field, value),
             IndexRecordOption::Basic,
         );
-        for (segment, searcher) in self.text_segments()? {
-            out |= segment_ids(searcher, &query, segment, allowed)?;
+        for (segment, text) in self.text_segments()? {
+            out |= segment_ids(text, &query, segment, allowed)?;
         }
         for (mem, tail) in self.tails() {
             for id in tail.exact[i].get(value).into_iter().flatten() {
@@ -379,17 +381,12 @@ impl TableSnapshot {
             let batch = mem.batch.project(&indices).map_err(arrow_error)?;
             parts.push(compute::take_record_batch(&batch, &positions).map_err(arrow_error)?);
         }
-        for segment in &self.segments {
+        // Segments are read concurrently: each waits on its own page reads.
+        let reads = self.segments.iter().filter_map(|segment| {
             let hits = (&wanted & &*segment.ids) - &*segment.deleted;
-            if hits.is_empty() {
-                continue;
-            }
-            let batch = read_segment_rows(self, segment, &hits, &names).await?;
-            parts.push(
-                RecordBatch::try_new(schema.clone(), batch.columns().to_vec())
-                    .map_err(arrow_error)?,
-            );
-        }
+            (!hits.is_empty()).then(|| read_segment_rows(self, segment, hits, &schema))
+        });
+        parts.extend(futures::future::try_join_all(reads).await?);
         let all = compute::concat_batches(&schema, &parts).map_err(arrow_error)?;
         let position: HashMap<u64, u32> = row_ids(&all)?
             .values()
@@ -439,7 +436,7 @@ fn all_of(terms: impl Iterator<Item = Term>) -> BooleanQuery {
 
 /// Live, allowed row ids of a segment matching `query`.
 fn segment_ids(
-    searcher: &Searcher,
+    text: &SegmentText,
     query: &dyn Query,
     segment: &Segment,
     allowed: &Allowed,
@@ -450,8 +447,11 @@ fn segment_ids(
         move |id: u64| keep(id),
         DocSetCollector,
     );
-    let found = searcher.search(query, &collector).map_err(index_error)?;
-    let ids = row_id_reader(searcher)?;
+    let found = text
+        .searcher
+        .search(query, &collector)
+        .map_err(index_error)?;
+    let ids = row_id_reader(text);
     found.into_iter().map(ids).collect()
 }
 
@@ -460,27 +460,24 @@ pub fn count_in(searcher: &Searcher, query: &dyn Query) -> Result<usize> {
     searcher.search(query, &Count).map_err(index_error)
 }
 
-/// Reads the row id of a document of `searcher`.
-fn row_id_reader(searcher: &Searcher) -> Result<impl Fn(DocAddress) -> Result<u64> + '_> {
-    let columns: Vec<_> = searcher
-        .segment_readers()
-        .iter()
-        .map(|r| r.fast_fields().u64(ROW_ID_FIELD).map_err(index_error))
-        .collect::<Result<_>>()?;
-    Ok(move |address: DocAddress| {
-        columns
+/// Reads the row id of a document of a segment's text index.
+fn row_id_reader(text: &SegmentText) -> impl Fn(DocAddress) -> Result<u64> + '_ {
+    move |address: DocAddress| {
+        text.row_ids
             .get(address.segment_ord as usize)
             .and_then(|c| c.first(address.doc_id))
             .ok_or_else(|| Error::Index(format!("document {address:?} has no row id")))
-    })
+    }
 }
 
-/// The rows of `segment` with ids `hits` (all in it), in row-id order, with columns `names`.
+/// The rows of `segment` with ids `hits` (all in it), in row-id order, in `schema` (`_row_id`
+/// first, then the columns asked for). The row ids are not read: the file holds exactly
+/// `segment.ids`, in order, so the hits' positions are their ranks.
 async fn read_segment_rows(
     snapshot: &TableSnapshot,
     segment: &Segment,
-    hits: &RoaringTreemap,
-    names: &[String],
+    hits: RoaringTreemap,
+    schema: &SchemaRef,
 ) -> Result<RecordBatch> {
     let mut reader = SegmentReader {
         store: snapshot.store.store.clone(),
@@ -502,15 +499,19 @@ async fn read_segment_rows(
         }
     };
     let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata);
+    let names: Vec<&str> = schema
+        .fields()
+        .iter()
+        .skip(1)
+        .map(|f| f.name().as_str())
+        .collect();
     let roots: Vec<usize> = names
         .iter()
         .map(|n| builder.schema().index_of(n).map_err(arrow_error))
         .collect::<Result<_>>()?;
-    let mask = ProjectionMask::roots(builder.parquet_schema(), roots.iter().copied());
-    // Positions in the file: the file holds exactly `segment.ids`, in order.
     let mut selectors = Vec::new();
     let mut next = 0u64;
-    for id in hits {
+    for id in &hits {
         let position = segment.ids.rank(id) - 1;
         if position > next {
             selectors.push(RowSelector::skip((position - next) as usize));
@@ -518,22 +519,37 @@ async fn read_segment_rows(
         selectors.push(RowSelector::select(1));
         next = position + 1;
     }
-    let stream = builder
-        .with_projection(mask)
-        .with_row_selection(RowSelection::from(selectors))
-        .build()?;
-    let batches: Vec<RecordBatch> = stream.try_collect().await?;
-    let schema = batches
-        .first()
-        .map(RecordBatch::schema)
-        .ok_or_else(|| Error::Index(format!("segment {} returned no rows", segment.seq)))?;
-    // Columns come back in file order; put them in the order asked for.
-    let all = compute::concat_batches(&schema, &batches).map_err(arrow_error)?;
-    let order: Vec<usize> = names
-        .iter()
-        .map(|n| all.schema().index_of(n).map_err(arrow_error))
-        .collect::<Result<_>>()?;
-    all.project(&order).map_err(arrow_error)
+    let mut columns: Vec<ArrayRef> = vec![Arc::new(UInt64Array::from_iter_values(hits.iter()))];
+    if !roots.is_empty() {
+        let mask = ProjectionMask::roots(builder.parquet_schema(), roots.iter().copied());
+        let stream = builder
+            .with_projection(mask)
+            .with_row_selection(RowSelection::from(selectors))
+            .build()?;
+        let batches: Vec<RecordBatch> = stream.try_collect().await?;
+        let read = batches
+            .first()
+            .map(RecordBatch::schema)
+            .ok_or_else(|| Error::Index(format!("segment {} returned no rows", segment.seq)))?;
+        let all = compute::concat_batches(&read, &batches).map_err(arrow_error)?;
+        if all.num_rows() as u64 != hits.len() {
+            return Err(Error::Index(format!(
+                "segment {} returned {} of {} rows",
+                segment.seq,
+                all.num_rows(),
+                hits.len()
+            )));
+        }
+        // Columns come back in file order; put them in the order asked for.
+        for name in &names {
+            columns.push(
+                all.column_by_name(name)
+                    .ok_or_else(|| Error::Index(format!("segment {} has no {name}", segment.seq)))?
+                    .clone(),
+            );
+        }
+    }
+    RecordBatch::try_new(schema.clone(), columns).map_err(arrow_error)
 }
 
 /// Reads ranges of a segment file through its object store.

@@ -10,7 +10,11 @@
 //! segment index and every memtable batch, so a row's score does not depend on where it sits.
 //! As in Lucene, a deleted row still counts in them until compaction rewrites its segment.
 
-use std::{collections::HashMap, path::Path};
+use std::{
+    cell::{Cell, RefCell},
+    collections::HashMap,
+    path::Path,
+};
 
 use arrow::{
     array::{Array, AsArray, RecordBatch},
@@ -18,6 +22,7 @@ use arrow::{
 };
 use tantivy::{
     Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term,
+    columnar::Column,
     query::Bm25StatisticsProvider,
     schema::{
         FAST, Field, INDEXED, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
@@ -189,6 +194,9 @@ pub struct SegmentText {
     #[allow(dead_code)]
     reader: IndexReader,
     pub searcher: Searcher,
+    /// The row-id fast field of each tantivy segment, in `searcher`'s segment order: opened
+    /// once, as every search maps its hits to row ids.
+    pub(crate) row_ids: Vec<Column<u64>>,
 }
 
 impl std::fmt::Debug for SegmentText {
@@ -208,7 +216,16 @@ impl SegmentText {
             .try_into()
             .map_err(index_error)?;
         let searcher = reader.searcher();
-        Ok(SegmentText { reader, searcher })
+        let row_ids = searcher
+            .segment_readers()
+            .iter()
+            .map(|r| r.fast_fields().u64(ROW_ID_FIELD).map_err(index_error))
+            .collect::<Result<_>>()?;
+        Ok(SegmentText {
+            reader,
+            searcher,
+            row_ids,
+        })
     }
 }
 
@@ -359,5 +376,55 @@ impl Bm25StatisticsProvider for CombinedStats<'_> {
                 .sum::<u64>();
         }
         Ok(total)
+    }
+}
+
+/// Statistics looked up once per query. Each segment's search asks for every query term's
+/// statistics, and each answer sums over every segment: without this, a query costs a number
+/// of term-dictionary lookups that grows with the square of the segments.
+pub(crate) struct Memoized<P> {
+    inner: P,
+    docs: Cell<Option<u64>>,
+    tokens: RefCell<HashMap<Field, u64>>,
+    freqs: RefCell<HashMap<Term, u64>>,
+}
+
+impl<P: Bm25StatisticsProvider> Memoized<P> {
+    pub(crate) fn new(inner: P) -> Memoized<P> {
+        Memoized {
+            inner,
+            docs: Cell::new(None),
+            tokens: RefCell::default(),
+            freqs: RefCell::default(),
+        }
+    }
+}
+
+impl<P: Bm25StatisticsProvider> Bm25StatisticsProvider for Memoized<P> {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        if let Some(n) = self.tokens.borrow().get(&field) {
+            return Ok(*n);
+        }
+        let n = self.inner.total_num_tokens(field)?;
+        self.tokens.borrow_mut().insert(field, n);
+        Ok(n)
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        if let Some(n) = self.docs.get() {
+            return Ok(n);
+        }
+        let n = self.inner.total_num_docs()?;
+        self.docs.set(Some(n));
+        Ok(n)
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        if let Some(n) = self.freqs.borrow().get(term) {
+            return Ok(*n);
+        }
+        let n = self.inner.doc_freq(term)?;
+        self.freqs.borrow_mut().insert(term.clone(), n);
+        Ok(n)
     }
 }
