@@ -126,18 +126,22 @@ impl Segment {
 
 /// How segments are written. Scans read whole columns; searches read a few rows by id through
 /// the offset index, and pay for every page (and dictionary page) those rows sit in. So pages
-/// are small (64 KiB, or 256 rows of long text), dictionaries stop at 64 KiB (low-cardinality
-/// columns, the ones dictionaries help, fit; unique values fall back to plain encoding early),
-/// and `_row_id`, unique and ascending, is delta-encoded without a dictionary.
+/// are small (16 KiB), dictionaries stop at 16 KiB (low-cardinality columns, the ones
+/// dictionaries help, fit; unique values fall back to plain encoding early), and `_row_id`,
+/// unique and ascending, is delta-encoded without a dictionary.
+///
+/// Pages are LZ4-compressed: a search result decompresses a page per column per row, and LZ4
+/// decompresses several times faster than zstd, for larger files (the trade Elasticsearch's
+/// stored fields and ClickHouse make by default; docs/benchmarks.md has the figures).
 pub fn segment_properties() -> WriterProperties {
     let row_id = ColumnPath::from(ROW_ID);
     WriterProperties::builder()
-        .set_compression(Compression::ZSTD(Default::default()))
+        .set_compression(Compression::LZ4_RAW)
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_max_row_group_row_count(Some(256 * 1024))
-        .set_data_page_size_limit(64 << 10)
+        .set_data_page_size_limit(16 << 10)
         .set_write_batch_size(256)
-        .set_dictionary_page_size_limit(64 << 10)
+        .set_dictionary_page_size_limit(16 << 10)
         .set_column_dictionary_enabled(row_id.clone(), false)
         .set_column_encoding(row_id, Encoding::DELTA_BINARY_PACKED)
         .build()
