@@ -7,11 +7,13 @@
 //! - [`control`] and [`catalog`]: accounts, keys and databases; the tables of each database; both
 //!   kept in the node's [`StateStore`] (sled).
 //! - [`schema`]: the column type grammar and its Arrow types.
+//! - [`changes`]: log events as JSON, for change streams and dumps.
 //!
 //! Projections can always be thrown away and rebuilt by replaying the log. Nothing here knows
 //! about HTTP.
 
 pub mod catalog;
+pub mod changes;
 pub mod control;
 mod error;
 mod projection;

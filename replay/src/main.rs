@@ -1,15 +1,22 @@
 //! `strata-replay`: audit and recovery tooling over the commit log.
 //!
-//! Today: `dump`, the events of the log as JSON lines, filtered by partition, time, principal and
-//! kind. It opens the log of a data directory that no server is using (the log's lock tells).
+//! - `dump`: the events of the log as JSON lines (the format of docs/change-streams.md), filtered
+//!   by partition, time, principal and kind.
+//! - `audit`: who changed what and when, as a table or as JSON lines.
+//!
+//! It opens the log of a data directory that no server is using (the log's lock tells). Long
+//! runs show a progress bar on a terminal.
+
+mod audit;
+mod progress;
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand};
-use serde_json::{Value, json};
-use strata_log::{CommitLog, Envelope, FileLog, FileLogOptions, envelope::Body};
+use strata_log::{CommitLog, FileLog, FileLogOptions};
+use strata_projections::changes::event_json;
 
 #[derive(Parser)]
 #[command(
@@ -26,10 +33,12 @@ struct Cli {
 enum Command {
     /// Print events as JSON lines
     Dump(Dump),
+    /// Who changed what and when: a table, or JSON lines with --json
+    Audit(audit::Audit),
 }
 
 #[derive(Args)]
-struct Location {
+pub(crate) struct Location {
     /// The data directory of the server [env: STRATA_DATA_DIR] (default ./data)
     #[arg(long, value_name = "DIR", conflicts_with = "config")]
     data_dir: Option<PathBuf>,
@@ -60,7 +69,7 @@ struct Dump {
 }
 
 impl Location {
-    fn data_dir(&self) -> anyhow::Result<PathBuf> {
+    pub(crate) fn data_dir(&self) -> anyhow::Result<PathBuf> {
         if let Some(dir) = &self.data_dir {
             return Ok(dir.clone());
         }
@@ -82,7 +91,7 @@ impl Location {
     }
 }
 
-fn open_log(data_dir: &Path) -> anyhow::Result<FileLog> {
+pub(crate) fn open_log(data_dir: &Path) -> anyhow::Result<FileLog> {
     let root = data_dir.join("log");
     if !root.exists() {
         bail!("{} holds no log", data_dir.display());
@@ -104,6 +113,7 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     match cli.command {
         Command::Dump(dump) => runtime.block_on(run_dump(dump)),
+        Command::Audit(audit) => runtime.block_on(audit::run(audit)),
     }
 }
 
@@ -115,6 +125,7 @@ async fn run_dump(dump: Dump) -> anyhow::Result<()> {
     };
     let from = dump.from.map(|t| t.timestamp_micros());
     let to = dump.to.map(|t| t.timestamp_micros());
+    let progress = progress::events(&log, &partitions).await?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for partition in partitions {
         let mut next = 0;
@@ -124,6 +135,7 @@ async fn run_dump(dump: Dump) -> anyhow::Result<()> {
                 break;
             };
             next = last.offset + 1;
+            progress.inc(events.len() as u64);
             for event in events {
                 let keep = from.is_none_or(|t| event.timestamp_micros >= t)
                     && to.is_none_or(|t| event.timestamp_micros < t)
@@ -134,103 +146,11 @@ async fn run_dump(dump: Dump) -> anyhow::Result<()> {
                     && dump.kind.as_ref().is_none_or(|k| k == event.kind());
                 if keep {
                     use std::io::Write;
-                    writeln!(out, "{}", to_json(&event))?;
+                    writeln!(out, "{}", event_json(&event)?)?;
                 }
             }
         }
     }
+    progress.finish_and_clear();
     Ok(())
-}
-
-/// An event as one JSON object.
-fn to_json(event: &Envelope) -> Value {
-    let time = DateTime::from_timestamp_micros(event.timestamp_micros)
-        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true));
-    json!({
-        "partition": event.partition,
-        "offset": event.offset,
-        "time": time,
-        "principal": event.principal,
-        "request_id": event.request_id,
-        "event_id": event.event_id,
-        "epoch": event.epoch,
-        "kind": event.kind(),
-        "body": body_json(event.body.as_ref()),
-    })
-}
-
-fn body_json(body: Option<&Body>) -> Value {
-    match body {
-        None => Value::Null,
-        Some(Body::LeaderEpoch(b)) => json!({"epoch": b.epoch, "node": b.node}),
-        Some(Body::AccountCreated(b)) => json!({"name": b.name, "enterprise": b.enterprise}),
-        Some(Body::PaymentMethodSet(b)) => json!({"account": b.account}),
-        Some(Body::ApiKeyCreated(b)) => json!({
-            "key_id": b.key_id,
-            "account": b.account,
-            "key_sha256": hex(&b.key_sha256),
-            "databases_pattern": b.databases_pattern,
-        }),
-        Some(Body::DatabaseCreated(b)) => json!({
-            "account": b.account,
-            "name": b.name,
-            "database_id": b.database_id,
-            // Credentials stay out of dumps.
-            "storage": b.storage.as_ref().map(|s| json!({
-                "url": s.url,
-                "region": s.region,
-                "endpoint": s.endpoint,
-                "access_key_id": (!s.access_key_id.is_empty()).then_some("***"),
-                "secret_access_key": (!s.secret_access_key.is_empty()).then_some("***"),
-            })),
-        }),
-        Some(Body::StorageVerified(b)) => {
-            json!({"account": b.account, "name": b.name, "database_id": b.database_id})
-        }
-        Some(Body::DatabaseDeleted(b)) => {
-            json!({"account": b.account, "name": b.name, "database_id": b.database_id})
-        }
-        Some(Body::DatabasePurged(b)) => {
-            json!({"account": b.account, "name": b.name, "database_id": b.database_id})
-        }
-        Some(Body::TableCreated(b)) => json!({
-            "name": b.name,
-            "table_id": b.table_id,
-            "database_id": b.database_id,
-            "schema": b.columns.iter().map(|c| json!({
-                "name": c.name, "type": c.r#type, "nullable": c.nullable,
-            })).collect::<Vec<_>>(),
-            "fts_columns": b.fts_columns,
-            "exact_columns": b.exact_columns,
-            "vector_column": (!b.vector_column.is_empty()).then_some(&b.vector_column),
-            "vector_metric": (!b.vector_metric.is_empty()).then_some(&b.vector_metric),
-            "start_offset": b.start_offset,
-        }),
-        Some(Body::TableDropped(b)) => {
-            json!({"name": b.name, "table_id": b.table_id, "database_id": b.database_id})
-        }
-        Some(Body::RowsAppended(b)) => json!({
-            "table_id": b.table_id,
-            "first_row_id": b.first_row_id,
-            "row_count": b.row_count,
-            "vector_count": b.vector_count,
-            "arrow_ipc_bytes": b.arrow_ipc.len(),
-        }),
-        Some(Body::RowsDeleted(b)) => json!({
-            "table_id": b.table_id,
-            "row_ids": b.row_ids,
-            "vector_count": b.vector_count,
-        }),
-        Some(Body::RowsUpdated(b)) => json!({
-            "table_id": b.table_id,
-            "row_ids": b.row_ids,
-            "arrow_ipc_bytes": b.arrow_ipc.len(),
-            "vectors_removed": b.vectors_removed,
-            "vectors_added": b.vectors_added,
-        }),
-    }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

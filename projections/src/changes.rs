@@ -1,0 +1,256 @@
+//! Log events as JSON, the one format every reader outside the server gets them in: the change
+//! streams of `/v1/changes/{database}` and `strata-replay dump` (docs/change-streams.md).
+//!
+//! An event is `{"partition", "offset", "time", "principal", "request_id", "event_id", "epoch",
+//! "kind", "table", "body"}`; `table` is the table's name for the events of a table partition.
+//! Bodies keep their protobuf field names, except that row payloads are decoded: an append or an
+//! update carries `rows` (JSON objects with `_row_id` first), a delete its `row_ids`. Secrets are
+//! never shown (a storage binding's credentials become `"***"`, an API key only its hash).
+
+use arrow::array::RecordBatch;
+use chrono::{DateTime, SecondsFormat};
+use serde_json::{Map, Value, json};
+use strata_log::{Envelope, PartitionId, envelope::Body};
+
+use crate::{
+    error::{Error, Result},
+    table::rows::{ROW_ID, decode_ipc},
+};
+
+/// The table a partition holds the rows of, for the partitions of tables.
+pub fn table_of(partition: &str) -> Option<&str> {
+    let mut parts = partition.split('/');
+    let (_account, _database, table) = (parts.next()?, parts.next()?, parts.next()?);
+    (parts.next().is_none() && !table.starts_with('_')).then_some(table)
+}
+
+/// An event as one JSON object. Rows that cannot be decoded are an error (the log is corrupt).
+pub fn event_json(event: &Envelope) -> Result<Value> {
+    let time = DateTime::from_timestamp_micros(event.timestamp_micros)
+        .map(|t| t.to_rfc3339_opts(SecondsFormat::Micros, true));
+    Ok(json!({
+        "partition": event.partition,
+        "offset": event.offset,
+        "time": time,
+        "principal": event.principal,
+        "request_id": event.request_id,
+        "event_id": event.event_id,
+        "epoch": event.epoch,
+        "kind": event.kind(),
+        "table": table_of(&event.partition),
+        "body": body_json(event.body.as_ref())?,
+    }))
+}
+
+/// The body of an event (see the module documentation).
+pub fn body_json(body: Option<&Body>) -> Result<Value> {
+    Ok(match body {
+        None => Value::Null,
+        Some(Body::LeaderEpoch(b)) => json!({"epoch": b.epoch, "node": b.node}),
+        Some(Body::AccountCreated(b)) => json!({"name": b.name, "enterprise": b.enterprise}),
+        Some(Body::PaymentMethodSet(b)) => json!({"account": b.account}),
+        Some(Body::ApiKeyCreated(b)) => json!({
+            "key_id": b.key_id,
+            "account": b.account,
+            "key_sha256": hex(&b.key_sha256),
+            "databases_pattern": b.databases_pattern,
+        }),
+        Some(Body::DatabaseCreated(b)) => json!({
+            "account": b.account,
+            "name": b.name,
+            "database_id": b.database_id,
+            "storage": b.storage.as_ref().map(|s| json!({
+                "url": s.url,
+                "region": s.region,
+                "endpoint": s.endpoint,
+                "access_key_id": (!s.access_key_id.is_empty()).then_some("***"),
+                "secret_access_key": (!s.secret_access_key.is_empty()).then_some("***"),
+            })),
+        }),
+        Some(Body::StorageVerified(b)) => {
+            json!({"account": b.account, "name": b.name, "database_id": b.database_id})
+        }
+        Some(Body::DatabaseDeleted(b)) => {
+            json!({"account": b.account, "name": b.name, "database_id": b.database_id})
+        }
+        Some(Body::DatabasePurged(b)) => {
+            json!({"account": b.account, "name": b.name, "database_id": b.database_id})
+        }
+        Some(Body::TableCreated(b)) => json!({
+            "name": b.name,
+            "table_id": b.table_id,
+            "database_id": b.database_id,
+            "schema": b.columns.iter().map(|c| json!({
+                "name": c.name, "type": c.r#type, "nullable": c.nullable,
+            })).collect::<Vec<_>>(),
+            "fts_columns": b.fts_columns,
+            "exact_columns": b.exact_columns,
+            "vector_column": (!b.vector_column.is_empty()).then_some(&b.vector_column),
+            "vector_metric": (!b.vector_metric.is_empty()).then_some(&b.vector_metric),
+            "start_offset": b.start_offset,
+        }),
+        Some(Body::TableDropped(b)) => {
+            json!({"name": b.name, "table_id": b.table_id, "database_id": b.database_id})
+        }
+        Some(Body::RowsAppended(b)) => {
+            let ids = (b.first_row_id..b.first_row_id + b.row_count).collect::<Vec<_>>();
+            json!({
+                "table_id": b.table_id,
+                "first_row_id": b.first_row_id,
+                "row_count": b.row_count,
+                "vector_count": b.vector_count,
+                "rows": rows_json(&b.arrow_ipc, &ids)?,
+            })
+        }
+        Some(Body::RowsDeleted(b)) => json!({
+            "table_id": b.table_id,
+            "row_ids": b.row_ids,
+            "vector_count": b.vector_count,
+        }),
+        Some(Body::RowsUpdated(b)) => json!({
+            "table_id": b.table_id,
+            "row_ids": b.row_ids,
+            "rows": rows_json(&b.arrow_ipc, &b.row_ids)?,
+            "vectors_removed": b.vectors_removed,
+            "vectors_added": b.vectors_added,
+        }),
+    })
+}
+
+/// The rows of an event's Arrow IPC payload as JSON objects, `_row_id` first, nulls written out.
+pub fn rows_json(ipc: &[u8], row_ids: &[u64]) -> Result<Vec<Value>> {
+    let batch = decode_ipc(ipc)?;
+    if batch.num_rows() != row_ids.len() {
+        return Err(Error::Corrupt {
+            key: "rows".to_owned(),
+            reason: format!(
+                "an event holds {} rows for {} row ids",
+                batch.num_rows(),
+                row_ids.len()
+            ),
+        });
+    }
+    let objects = batch_objects(&batch)?;
+    Ok(objects
+        .into_iter()
+        .zip(row_ids)
+        .map(|(fields, id)| {
+            let mut row = Map::with_capacity(fields.len() + 1);
+            row.insert(ROW_ID.to_owned(), json!(id));
+            row.extend(fields);
+            Value::Object(row)
+        })
+        .collect())
+}
+
+fn batch_objects(batch: &RecordBatch) -> Result<Vec<Map<String, Value>>> {
+    let mut out = Vec::new();
+    let mut writer = arrow::json::WriterBuilder::new()
+        .with_explicit_nulls(true)
+        .build::<_, arrow::json::writer::JsonArray>(&mut out);
+    writer
+        .write(batch)
+        .and_then(|()| writer.finish())
+        .map_err(|e| Error::Arrow(e.to_string()))?;
+    drop(writer);
+    if out.is_empty() {
+        return Ok(Vec::new());
+    }
+    serde_json::from_slice(&out).map_err(|e| Error::Arrow(e.to_string()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The partitions of one database: its catalog first, then its tables, in name order.
+pub fn database_partitions(all: &[PartitionId], account: &str, database: &str) -> Vec<PartitionId> {
+    let prefix = PartitionId::database_prefix(account, database);
+    let catalog = PartitionId::catalog(account, database);
+    let mut found: Vec<PartitionId> = all
+        .iter()
+        .filter(|p| p.as_str().starts_with(&prefix) && **p != catalog)
+        .cloned()
+        .collect();
+    found.insert(0, catalog);
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Int64Array, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
+    use strata_log::event::{RowsAppended, RowsDeleted};
+
+    use super::*;
+    use crate::table::rows::encode_ipc;
+
+    #[test]
+    fn table_partitions_name_their_table() {
+        assert_eq!(table_of("acme/shop/orders"), Some("orders"));
+        assert_eq!(table_of("acme/shop/_catalog"), None);
+        assert_eq!(table_of("_control"), None);
+    }
+
+    #[test]
+    fn appends_carry_their_rows_and_deletes_their_ids() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("title", DataType::Utf8, true),
+            Field::new("n", DataType::Int64, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from(vec![Some("a"), None])),
+                Arc::new(Int64Array::from(vec![1, 2])),
+            ],
+        )
+        .unwrap();
+        let append = Envelope {
+            partition: "acme/shop/orders".into(),
+            offset: 7,
+            body: Some(Body::RowsAppended(RowsAppended {
+                table_id: "t1".into(),
+                first_row_id: 40,
+                row_count: 2,
+                arrow_ipc: encode_ipc(&batch).unwrap().into(),
+                vector_count: 0,
+            })),
+            ..Default::default()
+        };
+        let json = event_json(&append).unwrap();
+        assert_eq!(json["table"], "orders");
+        assert_eq!(json["kind"], "rows_appended");
+        assert_eq!(
+            json["body"]["rows"],
+            json!([
+                {"_row_id": 40, "title": "a", "n": 1},
+                {"_row_id": 41, "title": null, "n": 2},
+            ])
+        );
+        let delete = Envelope {
+            partition: "acme/shop/orders".into(),
+            body: Some(Body::RowsDeleted(RowsDeleted {
+                table_id: "t1".into(),
+                row_ids: vec![40],
+                vector_count: 0,
+            })),
+            ..Default::default()
+        };
+        assert_eq!(event_json(&delete).unwrap()["body"]["row_ids"], json!([40]));
+    }
+
+    #[test]
+    fn a_row_count_that_disagrees_with_the_payload_is_corrupt() {
+        let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
+        let batch =
+            RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![1]))]).unwrap();
+        let error = rows_json(&encode_ipc(&batch).unwrap(), &[1, 2]).unwrap_err();
+        assert!(
+            error.to_string().contains("1 rows for 2 row ids"),
+            "{error}"
+        );
+    }
+}
