@@ -76,6 +76,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
 
     shutdown_signal().await;
     tracing::info!("shutting down");
+    engine.stop_streams();
     stop.send_replace(true);
     let _ = std::fs::remove_file(&server_file);
     data.await??;

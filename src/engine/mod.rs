@@ -8,8 +8,10 @@
 //! - [`catalog`]: tables of a database.
 //! - [`table`]: rows of tables, and read-only SQL.
 //! - [`purge`]: the background purge of deleted databases.
+//! - [`changes`]: change streams over a database's partitions.
 
 mod catalog;
+mod changes;
 mod control;
 mod leader;
 mod purge;
@@ -33,6 +35,7 @@ use tokio::sync::OnceCell;
 use self::leader::Leader;
 pub use self::{
     catalog::{ColumnSpec, CreateTable},
+    changes::{Change, ChangeStream, StreamStart},
     control::{DatabaseInfo, KeyInfo, Principal, StorageRequest},
     leader::Origin,
     registry::DatabaseGuard,
@@ -98,6 +101,8 @@ pub struct Engine {
     /// The DataFusion runtime all queries share.
     queries: Arc<datafusion::execution::runtime_env::RuntimeEnv>,
     metrics: Arc<Metrics>,
+    /// Set when the server shuts down: change streams end.
+    streams: tokio::sync::watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -162,6 +167,7 @@ impl Engine {
             usage: parking_lot::Mutex::new(HashMap::new()),
             queries: crate::query::runtime(),
             metrics,
+            streams: tokio::sync::watch::channel(false).0,
         });
         engine.resume_purges();
         engine.spawn_hibernator();

@@ -20,7 +20,7 @@ use super::{
     health,
 };
 use crate::{
-    engine::{CreateTable, Principal, StorageRequest, search},
+    engine::{CreateTable, Principal, StorageRequest, StreamStart, search},
     error::{Error, Result},
     rows::{self, ARROW_STREAM, RowsBody},
 };
@@ -46,6 +46,7 @@ pub fn routes(state: AppState) -> Router {
         .route("/v1/exact_match/{database}", post(exact_match))
         .route("/v1/hybrid_search/{database}", post(hybrid_search))
         .route("/v1/count/{database}", post(count))
+        .route("/v1/changes/{database}", get(changes))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))
@@ -449,4 +450,61 @@ async fn verify_storage(
         .verify_storage(&principal, &name, &principal.origin(&request_id.0))
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChangesParams {
+    #[serde(default)]
+    table: Option<String>,
+    #[serde(default)]
+    from_offset: Option<u64>,
+}
+
+/// A change stream as server-sent events (docs/change-streams.md): one `data:` JSON object per
+/// event, with its `id:` to resume from; a failure mid-stream is an `event: error` with the
+/// error body, and ends the stream.
+async fn changes(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    PathName(database): PathName,
+    params: Result<Params<ChangesParams>, Error>,
+) -> Result<Response> {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    let principal = principal(&state, &headers)?;
+    let Params(params) = params?;
+    let last_event_id = match headers.get("last-event-id") {
+        None => None,
+        Some(value) => Some(
+            value
+                .to_str()
+                .map_err(|_| Error::BadRequest("Last-Event-ID is not text".to_owned()))?
+                .to_owned(),
+        ),
+    };
+    let start = StreamStart {
+        from_offset: params.from_offset,
+        last_event_id,
+    };
+    let stream = state
+        .engine
+        .changes(&principal, &database, params.table.as_deref(), start)
+        .await?;
+    let events = futures::stream::unfold(Some(stream), |stream| async move {
+        let mut stream = stream?;
+        let event = match stream.next().await? {
+            Ok(change) => Event::default().id(change.id).data(change.data.to_string()),
+            Err(error) => {
+                tracing::warn!(%error, "change stream failed");
+                let body =
+                    json!({"code": error.code().as_str(), "message": error.public_message()});
+                let event = Event::default().event("error").data(body.to_string());
+                return Some((Ok::<_, std::convert::Infallible>(event), None));
+            }
+        };
+        Some((Ok(event), Some(stream)))
+    });
+    Ok(Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response())
 }
