@@ -3,12 +3,14 @@
 //! - `dump`: the events of the log as JSON lines (the format of docs/change-streams.md), filtered
 //!   by partition, time, principal and kind.
 //! - `audit`: who changed what and when, as a table or as JSON lines.
+//! - `verify`: rebuild projections from the log and compare them with the live ones.
 //!
 //! It opens the log of a data directory that no server is using (the log's lock tells). Long
 //! runs show a progress bar on a terminal.
 
 mod audit;
 mod progress;
+mod verify;
 
 use std::path::{Path, PathBuf};
 
@@ -35,6 +37,8 @@ enum Command {
     Dump(Dump),
     /// Who changed what and when: a table, or JSON lines with --json
     Audit(audit::Audit),
+    /// Rebuild projections from the log and compare them with the live ones (exit 0: all match)
+    Verify(verify::Verify),
 }
 
 #[derive(Args)]
@@ -106,15 +110,20 @@ pub(crate) fn open_log(data_dir: &Path) -> anyhow::Result<FileLog> {
     }
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<std::process::ExitCode> {
     let cli = Cli::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    match cli.command {
-        Command::Dump(dump) => runtime.block_on(run_dump(dump)),
-        Command::Audit(audit) => runtime.block_on(audit::run(audit)),
-    }
+    let ok = match cli.command {
+        Command::Dump(dump) => runtime.block_on(run_dump(dump)).map(|()| true),
+        Command::Audit(audit) => runtime.block_on(audit::run(audit)).map(|()| true),
+        Command::Verify(verify) => runtime.block_on(verify::run(verify)),
+    }?;
+    Ok(match ok {
+        true => std::process::ExitCode::SUCCESS,
+        false => std::process::ExitCode::FAILURE,
+    })
 }
 
 async fn run_dump(dump: Dump) -> anyhow::Result<()> {

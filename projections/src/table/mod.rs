@@ -17,6 +17,7 @@
 //!
 //! Readers get an immutable [`TableSnapshot`]; [`TableScan`] exposes one to DataFusion.
 
+pub mod digest;
 mod index;
 mod maintenance;
 mod manifest;

@@ -224,6 +224,18 @@ impl SegmentVectors {
         Ok(SegmentVectors { metric, dim, kind })
     }
 
+    /// How many vectors the index holds.
+    pub fn len(&self) -> usize {
+        match &self.kind {
+            Kind::Flat { ids, .. } => ids.len(),
+            Kind::Graph(graph) => on_graph!(graph, g => g.get_nb_point()),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The `k` nearest vectors to `query` whose row id passes `keep`: (row id, distance),
     /// nearest first.
     pub fn search(
