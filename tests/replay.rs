@@ -143,7 +143,7 @@ async fn verify_passes_on_what_the_server_wrote_even_after_lost_files() {
 }
 
 #[tokio::test]
-async fn verify_names_the_table_rows_and_offset_a_damaged_manifest_changed() {
+async fn verify_finds_what_a_damaged_manifest_changed_and_rebuild_repairs_it() {
     let dir = tempfile::tempdir().unwrap();
     written(dir.path()).await;
     // Forget the deletes the manifests recorded: three deleted rows of docs come back to life
@@ -166,6 +166,36 @@ async fn verify_names_the_table_rows_and_offset_a_damaged_manifest_changed() {
     );
     assert!(mismatch.contains("first offset "), "{out}");
     assert!(out.contains(" 1 mismatched"), "{out}");
+
+    // rebuild replaces the damaged table's projections by the log's, and verify agrees again.
+    let output = replay(
+        dir.path(),
+        &["rebuild", "--database", "shop", "--table", "docs"],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(
+        text(&output).contains("rebuilt acme/shop/docs: 12 rows"),
+        "{}",
+        text(&output)
+    );
+    let output = replay(dir.path(), &["verify"]);
+    assert!(output.status.success(), "{}", text(&output));
+
+    // And the server answers from the rebuilt files.
+    let key = account_with_key(dir.path(), "acme", None);
+    let server = Server::start(dir.path(), &[]);
+    let answer: serde_json::Value = reqwest::Client::new()
+        .post(format!("{}/v1/query_sql/shop", server.data_url))
+        .bearer_auth(&key)
+        .header("accept", "application/json")
+        .body(json!({"sql": "SELECT count(*) AS n FROM docs"}).to_string())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["data"][0]["n"], 12, "{answer}");
 }
 
 /// Waits until docs (the first table created, so the first table directory: ids are time
@@ -265,11 +295,36 @@ fn files(dir: &Path, extension: &str) -> Vec<PathBuf> {
 }
 
 #[tokio::test]
-async fn verify_refuses_to_run_beside_a_server() {
+async fn verify_and_rebuild_refuse_to_run_beside_a_server() {
     let dir = tempfile::tempdir().unwrap();
     account_with_key(dir.path(), "acme", None);
     let _server = Server::start(dir.path(), &[]);
-    let output = replay(dir.path(), &["verify"]);
-    assert!(!output.status.success());
-    assert!(text(&output).contains("stop it first"), "{}", text(&output));
+    for args in [
+        &["verify"][..],
+        &["rebuild", "--database", "shop", "--table", "docs"][..],
+    ] {
+        let output = replay(dir.path(), args);
+        assert!(!output.status.success());
+        assert!(text(&output).contains("stop it first"), "{}", text(&output));
+    }
+}
+
+#[tokio::test]
+async fn rebuild_names_what_it_cannot_find() {
+    let dir = tempfile::tempdir().unwrap();
+    written(dir.path()).await;
+    for (args, message) in [
+        (
+            ["--database", "nope", "--table", "docs"],
+            "no such database: nope",
+        ),
+        (
+            ["--database", "acme/shop", "--table", "nope"],
+            "no such table: acme/shop/nope",
+        ),
+    ] {
+        let output = replay(dir.path(), &[&["rebuild"][..], &args[..]].concat());
+        assert!(!output.status.success());
+        assert!(text(&output).contains(message), "{}", text(&output));
+    }
 }

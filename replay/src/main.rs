@@ -4,12 +4,14 @@
 //!   by partition, time, principal and kind.
 //! - `audit`: who changed what and when, as a table or as JSON lines.
 //! - `verify`: rebuild projections from the log and compare them with the live ones.
+//! - `rebuild`: replace one table's projections by a rebuild from the log.
 //!
 //! It opens the log of a data directory that no server is using (the log's lock tells). Long
 //! runs show a progress bar on a terminal.
 
 mod audit;
 mod progress;
+mod rebuild;
 mod verify;
 
 use std::path::{Path, PathBuf};
@@ -39,6 +41,8 @@ enum Command {
     Audit(audit::Audit),
     /// Rebuild projections from the log and compare them with the live ones (exit 0: all match)
     Verify(verify::Verify),
+    /// Replace one table's projections by a rebuild from the log (the server stopped)
+    Rebuild(rebuild::Rebuild),
 }
 
 #[derive(Args)]
@@ -119,6 +123,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
         Command::Dump(dump) => runtime.block_on(run_dump(dump)).map(|()| true),
         Command::Audit(audit) => runtime.block_on(audit::run(audit)).map(|()| true),
         Command::Verify(verify) => runtime.block_on(verify::run(verify)),
+        Command::Rebuild(rebuild) => runtime.block_on(rebuild::run(rebuild)).map(|()| true),
     }?;
     Ok(match ok {
         true => std::process::ExitCode::SUCCESS,
