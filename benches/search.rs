@@ -5,10 +5,11 @@
 //!   bm25_search top-10 latency (p50, p99) through a release `strata serve`, against a raw
 //!   tantivy search of the same segment indexes (the files the server wrote), in this process.
 //!
-//! `cargo bench -p strata --bench search -- hybrid [--rows 1000000] [--queries 200]`
+//! `cargo bench -p strata --bench search -- hybrid [--rows 1000000] [--queries 200] [--ef-search 128,256]`
 //!   hybrid_search top-10 latency with 384-dimension vectors, against raw tantivy plus raw
 //!   hnsw_rs searches of the same segment indexes; and recall@10 of the vector index (a
-//!   hybrid search weighted to the vector side) against exact search over every vector.
+//!   hybrid search weighted to the vector side) against exact search over every vector; for
+//!   each ef_search, with the server restarted on the same data.
 //!
 //! `cargo bench -p strata --bench search -- append [--rows 100000]`
 //!   Append throughput with two full-text columns and a 384-dimension vector column, against
@@ -78,6 +79,10 @@ enum Bench {
         rows: usize,
         #[arg(long, default_value_t = 200)]
         queries: usize,
+        /// hnsw ef_search values to measure, each with the server restarted on the same data
+        /// (tables.hnsw_ef_search) and the raw baseline searching with the same value.
+        #[arg(long, value_delimiter = ',', default_value = "128")]
+        ef_search: Vec<usize>,
     },
     Append {
         #[arg(long, default_value_t = 100_000)]
@@ -97,7 +102,11 @@ fn main() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     match args.bench {
         Bench::Bm25 { rows, queries } => runtime.block_on(bm25(&scratch, rows, queries)),
-        Bench::Hybrid { rows, queries } => runtime.block_on(hybrid(&scratch, rows, queries)),
+        Bench::Hybrid {
+            rows,
+            queries,
+            ef_search,
+        } => runtime.block_on(hybrid(&scratch, rows, queries, &ef_search)),
         Bench::Append { rows } => runtime.block_on(append(&scratch, rows)),
     }
     if args.dir.is_none() {
@@ -351,32 +360,14 @@ fn exact_top(vectors: &[f32], query: &[f32], k: usize) -> Vec<usize> {
     scored.into_iter().map(|(_, i)| i).collect()
 }
 
-async fn hybrid(scratch: &Path, rows: usize, queries: usize) {
+async fn hybrid(scratch: &Path, rows: usize, queries: usize, ef_search: &[usize]) {
     let corpus = Corpus::new(13);
-    let (server, http, segments) =
-        loaded_server(&scratch.join("server"), &corpus, rows, true).await;
+    let dir = scratch.join("server");
+    let (server, http, segments) = loaded_server(&dir, &corpus, rows, true).await;
     eprintln!("{} segments", segments.len());
     let mut raw_text = RawText::open(&segments);
     let raw_vectors = RawVectors::open(&segments);
-    let (mut baseline, mut strata) = (Vec::new(), Vec::new());
     let candidates = 100;
-    for i in 0..queries + WARM_UP {
-        let (query, vector) = corpus.query(i);
-        let started = Instant::now();
-        raw_text.search(&query, candidates);
-        raw_vectors.search(&vector, candidates, 128);
-        let b = started.elapsed();
-        let body = json!({"table": "docs", "query": query, "vector": vector, "limit": 10,
-                          "columns": ["id"]});
-        let started = Instant::now();
-        let found = search(&server, &http, "/v1/hybrid_search/bench", &body).await;
-        let s = started.elapsed();
-        assert_eq!(found.len(), 10);
-        if i >= WARM_UP {
-            baseline.push(b);
-            strata.push(s);
-        }
-    }
     // Recall@10 of the vector index: the vector side alone, against every vector.
     let vectors: Vec<f32> = batches(&corpus, rows, true)
         .flat_map(|b| {
@@ -388,39 +379,98 @@ async fn hybrid(scratch: &Path, rows: usize, queries: usize) {
         })
         .collect();
     let recall_queries = queries.min(100);
-    let mut hits = 0;
-    for i in 0..recall_queries {
-        let (query, vector) = corpus.query(i);
-        let body = json!({"table": "docs", "query": query, "vector": vector, "limit": 10,
-                          "weights": {"bm25": 0.0, "vector": 1.0}, "columns": ["id"]});
-        let found: HashSet<i64> = search(&server, &http, "/v1/hybrid_search/bench", &body)
-            .await
-            .iter()
-            .map(|r| r["id"].as_i64().unwrap())
-            .collect();
-        hits += exact_top(&vectors, &vector, 10)
-            .into_iter()
-            .filter(|i| found.contains(&(*i as i64)))
-            .count();
+    let exact: Vec<Vec<usize>> = (0..recall_queries)
+        .map(|i| exact_top(&vectors, &corpus.query(i).1, 10))
+        .collect();
+    drop(vectors);
+    println!(
+        "| what | ef_search | rows | queries | p50 ms | p99 ms | p50 ratio to baseline | recall@10 |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let key = server.key.clone();
+    let mut server = Some(server);
+    for &ef in ef_search {
+        // The server reads ef_search at start: restart it on the same data for each value.
+        drop(server.take());
+        let current = Server::resume(
+            &dir,
+            key.clone(),
+            &["--set", &format!("tables.hnsw_ef_search={ef}")],
+        );
+        let (mut baseline, mut strata) = (Vec::new(), Vec::new());
+        for i in 0..queries + WARM_UP {
+            let (query, vector) = corpus.query(i);
+            let started = Instant::now();
+            raw_text.search(&query, candidates);
+            raw_vectors.search(&vector, candidates, ef);
+            let b = started.elapsed();
+            let body = json!({"table": "docs", "query": query, "vector": vector, "limit": 10,
+                              "columns": ["id"]});
+            let started = Instant::now();
+            let found = if i == 0 {
+                // The first search activates the database and loads the table: wait for it.
+                first_search(&current, &http, &body).await
+            } else {
+                search(&current, &http, "/v1/hybrid_search/bench", &body).await
+            };
+            let s = started.elapsed();
+            assert_eq!(found.len(), 10);
+            if i >= WARM_UP {
+                baseline.push(b);
+                strata.push(s);
+            }
+        }
+        let mut hits = 0;
+        for (i, exact) in exact.iter().enumerate() {
+            let (query, vector) = corpus.query(i);
+            let body = json!({"table": "docs", "query": query, "vector": vector, "limit": 10,
+                              "weights": {"bm25": 0.0, "vector": 1.0}, "columns": ["id"]});
+            let found: HashSet<i64> = search(&current, &http, "/v1/hybrid_search/bench", &body)
+                .await
+                .iter()
+                .map(|r| r["id"].as_i64().unwrap())
+                .collect();
+            hits += exact
+                .iter()
+                .filter(|i| found.contains(&(**i as i64)))
+                .count();
+        }
+        let recall = hits as f64 / (recall_queries * 10) as f64;
+        let (b50, b99) = (
+            percentile(&mut baseline, 0.5),
+            percentile(&mut baseline, 0.99),
+        );
+        let (s50, s99) = (percentile(&mut strata, 0.5), percentile(&mut strata, 0.99));
+        println!(
+            "| raw tantivy top-{candidates} + raw hnsw_rs top-{candidates} over the same segment indexes, in process | {ef} | {rows} | {queries} | {b50:.2} | {b99:.2} | 1.00 (baseline) | |"
+        );
+        println!(
+            "| strata hybrid_search top-10 ({candidates} candidates a side, HTTP, JSON rows) | {ef} | {rows} | {queries} | {s50:.2} | {s99:.2} | {:.2} | {recall:.3} ({recall_queries} queries) |",
+            s50 / b50
+        );
+        server = Some(current);
     }
-    let recall = hits as f64 / (recall_queries * 10) as f64;
-    let (b50, b99) = (
-        percentile(&mut baseline, 0.5),
-        percentile(&mut baseline, 0.99),
-    );
-    let (s50, s99) = (percentile(&mut strata, 0.5), percentile(&mut strata, 0.99));
-    println!("| what | rows | queries | p50 ms | p99 ms | p50 ratio to baseline |");
-    println!("|---|---|---|---|---|---|");
-    println!(
-        "| raw tantivy top-{candidates} + raw hnsw_rs top-{candidates} over the same segment indexes, in process | {rows} | {queries} | {b50:.2} | {b99:.2} | 1.00 (baseline) |"
-    );
-    println!(
-        "| strata hybrid_search top-10 ({candidates} candidates a side, HTTP, JSON rows) | {rows} | {queries} | {s50:.2} | {s99:.2} | {:.2} |",
-        s50 / b50
-    );
-    println!(
-        "\nrecall@10 of the vector index against exact search ({recall_queries} queries): {recall:.3}"
-    );
+}
+
+/// A search right after a start: retried while the database activates (503).
+async fn first_search(server: &Server, http: &reqwest::Client, body: &Value) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let response = http
+            .post(format!("{}/v1/hybrid_search/bench", server.url))
+            .bearer_auth(&server.key)
+            .header("accept", "application/json")
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        if response.status().is_success() {
+            let answer: Value = response.json().await.unwrap();
+            return answer["data"].as_array().cloned().unwrap_or_default();
+        }
+        assert!(Instant::now() < deadline, "the table did not load");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// The baseline of `append`: the rows to one Parquet file, one tantivy index of the two text

@@ -39,6 +39,12 @@ impl Server {
         let key = run(&["keys", "create", "--account", "bench"])
             .trim()
             .to_owned();
+        Server::resume(dir, key, extra)
+    }
+
+    /// Starts a server again on a directory `start` prepared, with the same key.
+    pub fn resume(dir: &Path, key: String, extra: &[&str]) -> Server {
+        let bin = env!("CARGO_BIN_EXE_strata");
         let child = Command::new(bin)
             .args([
                 "serve",
