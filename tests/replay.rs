@@ -420,3 +420,134 @@ async fn rebuild_names_what_it_cannot_find() {
         assert!(text(&output).contains(message), "{}", text(&output));
     }
 }
+
+/// Rows of `table` in `database`, by title, through query_sql.
+async fn titles(server: &Server, key: &str, database: &str, table: &str) -> Vec<String> {
+    let answer: serde_json::Value = reqwest::Client::new()
+        .post(format!("{}/v1/query_sql/{database}", server.data_url))
+        .bearer_auth(key)
+        .header("accept", "application/json")
+        .body(json!({"sql": format!("SELECT title FROM {table} ORDER BY _row_id")}).to_string())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    answer["data"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{answer}"))
+        .iter()
+        .map(|row| row["title"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn restore_copies_a_database_as_it_was_at_a_time_or_an_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = account_with_key(dir.path(), "acme", None);
+    let mut server = Server::start(dir.path(), &[]);
+    let client = server.client(&key);
+    assert_eq!(client.create_database("shop").await.status, 201);
+    assert_eq!(
+        client
+            .create_table("shop", &docs_table("docs"))
+            .await
+            .status,
+        200
+    );
+    let append = |titles: &[&str]| {
+        let rows: Vec<_> = titles.iter().map(|t| json!({"title": t})).collect();
+        let client = client.clone();
+        async move {
+            let answer = client
+                .post(
+                    "/v1/append/shop?table=docs",
+                    &json!({ "data": rows }).to_string(),
+                )
+                .await;
+            assert_eq!(answer.status, 200, "{answer:?}");
+        }
+    };
+    // Offsets of docs: 0 the leader's marker, 1 the first append, 2 the update, 3 the delete.
+    append(&["a", "b", "c"]).await;
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let after_first = chrono::Utc::now().to_rfc3339();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let answer = client
+        .post(
+            "/v1/update/shop?table=docs&predicate=_row_id%20%3D%200",
+            &json!({"data": [{"title": "a2"}]}).to_string(),
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let answer = client
+        .post_empty("/v1/delete/shop?table=docs&predicate=_row_id%20%3D%201")
+        .await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    append(&["d"]).await;
+    let now = titles(&server, &key, "shop", "docs").await;
+    assert_eq!(now, ["a2", "c", "d"]);
+    assert!(server.stop());
+
+    for (at, into) in [
+        (after_first.as_str(), "at-time"),
+        ("1", "at-offset-1"),
+        ("2", "at-offset-2"),
+        ("4", "at-offset-4"),
+    ] {
+        let output = replay(
+            dir.path(),
+            &["restore", "--database", "shop", "--at", at, "--into", into],
+        );
+        assert!(output.status.success(), "{}", text(&output));
+        assert!(text(&output).contains(": 1 table,"), "{}", text(&output));
+    }
+    for (args, message) in [
+        (["--at", "2", "--into", "at-time"], "exists"),
+        (
+            ["--at", "yesterday", "--into", "x"],
+            "neither an RFC 3339 time nor an offset",
+        ),
+        (["--at", "99", "--into", "x"], "beyond"),
+        (["--at", "1", "--into", "_x"], "not a database name"),
+    ] {
+        let output = replay(
+            dir.path(),
+            &[&["restore", "--database", "shop"][..], &args[..]].concat(),
+        );
+        assert!(!output.status.success());
+        assert!(text(&output).contains(message), "{}", text(&output));
+    }
+    let output = replay(dir.path(), &["verify"]);
+    assert!(output.status.success(), "{}", text(&output));
+
+    let server = Server::start(dir.path(), &[]);
+    assert_eq!(
+        titles(&server, &key, "at-time", "docs").await,
+        ["a", "b", "c"]
+    );
+    assert_eq!(
+        titles(&server, &key, "at-offset-1", "docs").await,
+        ["a", "b", "c"]
+    );
+    assert_eq!(
+        titles(&server, &key, "at-offset-2", "docs").await,
+        ["a2", "b", "c"]
+    );
+    assert_eq!(titles(&server, &key, "at-offset-4", "docs").await, now);
+    assert_eq!(titles(&server, &key, "shop", "docs").await, now);
+    // A restored database takes writes like any other.
+    let answer = server
+        .client(&key)
+        .post(
+            "/v1/append/at-time?table=docs",
+            &json!({"data": [{"title": "e"}]}).to_string(),
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(
+        titles(&server, &key, "at-time", "docs").await,
+        ["a", "b", "c", "e"]
+    );
+}

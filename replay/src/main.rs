@@ -5,6 +5,7 @@
 //! - `audit`: who changed what and when, as a table or as JSON lines.
 //! - `verify`: rebuild projections from the log and compare them with the live ones.
 //! - `rebuild`: replace one table's projections by a rebuild from the log.
+//! - `restore`: a point-in-time copy of a database as a new database.
 //!
 //! It opens the log of a data directory that no server is using (the log's lock tells). Long
 //! runs show a progress bar on a terminal.
@@ -12,6 +13,7 @@
 mod audit;
 mod progress;
 mod rebuild;
+mod restore;
 mod verify;
 
 use std::path::{Path, PathBuf};
@@ -43,6 +45,8 @@ enum Command {
     Verify(verify::Verify),
     /// Replace one table's projections by a rebuild from the log (the server stopped)
     Rebuild(rebuild::Rebuild),
+    /// Copy a database as it was at a time or offset into a new database (the server stopped)
+    Restore(restore::Restore),
 }
 
 #[derive(Args)]
@@ -124,6 +128,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
         Command::Audit(audit) => runtime.block_on(audit::run(audit)).map(|()| true),
         Command::Verify(verify) => runtime.block_on(verify::run(verify)),
         Command::Rebuild(rebuild) => runtime.block_on(rebuild::run(rebuild)).map(|()| true),
+        Command::Restore(restore) => runtime.block_on(restore::run(restore)).map(|()| true),
     }?;
     Ok(match ok {
         true => std::process::ExitCode::SUCCESS,
@@ -167,4 +172,28 @@ async fn run_dump(dump: Dump) -> anyhow::Result<()> {
     }
     progress.finish_and_clear();
     Ok(())
+}
+
+/// The ready database `spec` names: "<account>/<database>", or "<database>" when only one
+/// account has a database of that name.
+pub(crate) fn find_database(
+    control: &strata_projections::control::ControlState,
+    spec: &str,
+) -> anyhow::Result<strata_projections::control::Database> {
+    use strata_projections::control::DatabaseStatus;
+    let (account, name) = match spec.split_once('/') {
+        Some((account, name)) => (Some(account), name),
+        None => (None, spec),
+    };
+    let matching: Vec<_> = control
+        .databases
+        .values()
+        .filter(|d| d.status == DatabaseStatus::Ready && d.name == name)
+        .filter(|d| account.is_none_or(|a| a == d.account))
+        .collect();
+    match matching.as_slice() {
+        [one] => Ok((*one).clone()),
+        [] => bail!("no such database: {spec}"),
+        _ => bail!("several accounts have a database {name:?}; name it as <account>/{name}"),
+    }
 }

@@ -15,11 +15,11 @@ use strata_log::{CommitLog, PartitionId};
 use strata_projections::{
     Projector, StateStore,
     catalog::CatalogProjection,
-    control::{ControlProjection, DatabaseStatus},
+    control::ControlProjection,
     table::{TableOptions, TableProjection, TableStore},
 };
 
-use crate::{Location, open_log, progress, verify::lock_data_dir};
+use crate::{Location, find_database, open_log, progress, verify::lock_data_dir};
 
 #[derive(Args)]
 pub struct Rebuild {
@@ -40,21 +40,7 @@ pub async fn run(rebuild: Rebuild) -> anyhow::Result<()> {
     let state = StateStore::open(data_dir.join("state"))?;
     let control = Projector::start(log.clone(), ControlProjection::open(&state)?).await?;
     let control = control.snapshot();
-    let (account, name) = match rebuild.database.split_once('/') {
-        Some((account, name)) => (Some(account), name),
-        None => (None, rebuild.database.as_str()),
-    };
-    let matching: Vec<_> = control
-        .databases
-        .values()
-        .filter(|d| d.status == DatabaseStatus::Ready && d.name == name)
-        .filter(|d| account.is_none_or(|a| a == d.account))
-        .collect();
-    let database = match matching.as_slice() {
-        [one] => *one,
-        [] => bail!("no such database: {}", rebuild.database),
-        _ => bail!("several accounts have a database {name:?}; name it as <account>/{name}"),
-    };
+    let database = find_database(&control, &rebuild.database)?;
     if database.storage.is_some() {
         bail!(
             "{}/{}: its segments are in the database's own bucket, which rebuild does not reach",
