@@ -154,8 +154,8 @@ impl Default for TablesConfig {
             compact_min_segments: 8,
             small_segment_rows: 1 << 20,
             vector_graph_min_rows: 2048,
-            hnsw_m: 16,
-            hnsw_ef_construction: 128,
+            hnsw_m: 32,
+            hnsw_ef_construction: 256,
             hnsw_ef_search: 128,
         }
     }

@@ -109,8 +109,8 @@ impl Default for VectorOptions {
     fn default() -> Self {
         VectorOptions {
             graph_min_rows: 2048,
-            max_connections: 16,
-            ef_construction: 128,
+            max_connections: 32,
+            ef_construction: 256,
             ef_search: 128,
         }
     }
