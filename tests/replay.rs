@@ -551,3 +551,166 @@ async fn restore_copies_a_database_as_it_was_at_a_time_or_an_offset() {
         ["a", "b", "c", "e"]
     );
 }
+
+/// `(_row_id, title)` of every row of table t of `database`, or `None` when there is no such
+/// table.
+async fn rows_of_t(server: &Server, key: &str, database: &str) -> Option<Vec<(u64, String)>> {
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/query_sql/{database}", server.data_url))
+        .bearer_auth(key)
+        .header("accept", "application/json")
+        .body(json!({"sql": "SELECT _row_id, title FROM t ORDER BY _row_id"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    if response.status() != 200 {
+        return None;
+    }
+    let answer: serde_json::Value = response.json().await.unwrap();
+    Some(
+        answer["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["_row_id"].as_u64().unwrap(),
+                    r["title"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect(),
+    )
+}
+
+#[tokio::test]
+async fn restores_at_every_tenth_offset_equal_what_the_server_answered_then() {
+    use rand::{Rng, SeedableRng, rngs::StdRng};
+    let dir = tempfile::tempdir().unwrap();
+    let key = account_with_key(dir.path(), "acme", None);
+    let args = [
+        "--set",
+        "tables.flush_rows=7",
+        "--set",
+        "tables.flush_age_ms=200",
+    ];
+    let mut server = Server::start(dir.path(), &args);
+    assert_eq!(
+        server.client(&key).create_database("shop").await.status,
+        201
+    );
+    let table =
+        json!({"name": "t", "schema": [{"name": "title", "type": "utf8", "nullable": false}]});
+    assert_eq!(
+        server
+            .client(&key)
+            .create_table("shop", &table)
+            .await
+            .status,
+        200
+    );
+    let mut rng = StdRng::seed_from_u64(7);
+    // The table's state after each write, in the order of the writes' events in its partition.
+    let mut states: Vec<Vec<(u64, String)>> = Vec::new();
+    let mut rows: Vec<(u64, String)> = Vec::new();
+    let (mut drops, mut restarts) = (0, 0);
+    for step in 0..70 {
+        let client = server.client(&key);
+        let roll = rng.random_range(0..100);
+        let target = (!rows.is_empty()).then(|| rows[rng.random_range(0..rows.len())].0);
+        let answer = match (roll, target) {
+            (0..55, _) | (_, None) => {
+                let n = rng.random_range(1..4);
+                let data: Vec<_> = (0..n)
+                    .map(|i| json!({"title": format!("s{step}-{i}")}))
+                    .collect();
+                client
+                    .post(
+                        "/v1/append/shop?table=t",
+                        &json!({ "data": data }).to_string(),
+                    )
+                    .await
+            }
+            (55..72, Some(id)) => {
+                client
+                    .post(
+                        &format!("/v1/update/shop?table=t&predicate=_row_id%20%3D%20{id}"),
+                        &json!({"data": [{"title": format!("u{step}")}]}).to_string(),
+                    )
+                    .await
+            }
+            (72..88, Some(id)) => {
+                client
+                    .post_empty(&format!(
+                        "/v1/delete/shop?table=t&predicate=_row_id%20%3D%20{id}"
+                    ))
+                    .await
+            }
+            (88..94, _) => {
+                // Drop and create again: the new table continues the same partition.
+                let drop = client
+                    .post("/v1/drop_table/shop", &json!({"name": "t"}).to_string())
+                    .await;
+                assert_eq!(drop.status, 200, "{drop:?}");
+                assert_eq!(client.create_table("shop", &table).await.status, 200);
+                rows.clear();
+                drops += 1;
+                continue;
+            }
+            _ => {
+                assert!(server.stop());
+                server = Server::start(dir.path(), &args);
+                restarts += 1;
+                continue;
+            }
+        };
+        assert_eq!(answer.status, 200, "{answer:?}");
+        rows = rows_of_t(&server, &key, "shop").await.unwrap();
+        states.push(rows.clone());
+    }
+    assert!(server.stop());
+    assert!(
+        drops > 0 && restarts > 0,
+        "{drops} drops, {restarts} restarts"
+    );
+
+    // The k-th write is the k-th event of the partition that is not a leader's marker.
+    let output = replay(dir.path(), &["dump", "--partition", "acme/shop/t"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let offsets: Vec<u64> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|event| event["kind"] != "leader_epoch")
+        .map(|event| event["offset"].as_u64().unwrap())
+        .collect();
+    assert_eq!(offsets.len(), states.len());
+    let picked: Vec<usize> = (0..states.len()).step_by(10).collect();
+    for &k in &picked {
+        let offset = offsets[k].to_string();
+        let into = format!("at-{offset}");
+        let output = replay(
+            dir.path(),
+            &[
+                "restore",
+                "--database",
+                "shop",
+                "--at",
+                &offset,
+                "--into",
+                &into,
+            ],
+        );
+        assert!(output.status.success(), "{}", text(&output));
+    }
+    let output = replay(dir.path(), &["verify"]);
+    assert!(output.status.success(), "{}", text(&output));
+
+    let server = Server::start(dir.path(), &args);
+    for &k in &picked {
+        let into = format!("at-{}", offsets[k]);
+        let restored = rows_of_t(&server, &key, &into)
+            .await
+            .unwrap_or_else(|| panic!("{into} has no table t"));
+        assert_eq!(restored, states[k], "restore at offset {}", offsets[k]);
+    }
+}
