@@ -20,7 +20,7 @@ use strata_log::{
     CommitLog, Envelope, PartitionId,
     envelope::Body,
     event::{DatabaseCreated, TableCreated},
-    fence::{EpochFence, Verdict},
+    fence::{EpochFence, Verdict, fence_before},
 };
 use strata_projections::{Projector, StateStore, control::ControlProjection};
 
@@ -249,18 +249,7 @@ async fn admitted(log: &dyn CommitLog, partition: &PartitionId) -> anyhow::Resul
 /// The newest leader epoch of `partition`: events written now must carry it, or every reader
 /// would take them for a deposed leader's.
 async fn newest_epoch(log: &dyn CommitLog, partition: &PartitionId) -> anyhow::Result<u64> {
-    let mut fence = EpochFence::default();
-    let mut next = 0;
-    loop {
-        let events = log.read(partition, next, 1024).await?;
-        let Some(last) = events.last() else {
-            return Ok(fence.newest());
-        };
-        next = last.offset + 1;
-        for event in &events {
-            fence.judge(event);
-        }
-    }
+    Ok(fence_before(log, partition, u64::MAX).await?.newest())
 }
 
 /// The database name rule (docs/api.md, "Names").

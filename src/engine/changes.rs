@@ -19,11 +19,7 @@ use std::{
 
 use futures::StreamExt;
 use serde_json::Value;
-use strata_log::{
-    CommitLog, Envelope, PartitionId,
-    envelope::Body,
-    fence::{EpochFence, Verdict},
-};
+use strata_log::{CommitLog, Envelope, PartitionId, envelope::Body, fence::Verdict};
 use tokio::{
     sync::{mpsc, watch},
     task::JoinSet,
@@ -39,8 +35,6 @@ use crate::{
 const CATALOG: &str = "_catalog";
 /// Events buffered between the partitions' tasks and a slow client.
 const BUFFER: usize = 256;
-/// Events read at a time while finding the fence of a resumed partition.
-const SCAN_BATCH: usize = 1024;
 
 /// Where a stream starts.
 #[derive(Clone, Debug, Default)]
@@ -231,7 +225,7 @@ async fn follow(
     mut stop: watch::Receiver<bool>,
 ) {
     let run = async {
-        let mut fence = fence_before(log.as_ref(), &partition, from).await?;
+        let mut fence = strata_log::fence::fence_before(log.as_ref(), &partition, from).await?;
         let mut tail = strata_log::tail(log.clone(), partition.clone(), from);
         while let Some(event) = tail.next().await {
             let event = event?;
@@ -259,30 +253,6 @@ async fn follow(
 /// Resolves once the server stops (the guard `wait_for` returns is not held across awaits).
 async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|stopped| *stopped).await;
-}
-
-/// The fence as it stands just before `from`: the newest leader-epoch marker below it decides
-/// which of the following events are void.
-async fn fence_before(
-    log: &dyn CommitLog,
-    partition: &PartitionId,
-    from: u64,
-) -> Result<EpochFence> {
-    let mut fence = EpochFence::default();
-    let mut next = 0;
-    while next < from {
-        let events = log
-            .read(partition, next, SCAN_BATCH.min((from - next) as usize))
-            .await?;
-        let Some(last) = events.last() else {
-            break;
-        };
-        next = last.offset + 1;
-        for event in events.iter().filter(|e| e.offset < from) {
-            fence.judge(event);
-        }
-    }
-    Ok(fence)
 }
 
 fn render(name: &str, event: &Envelope) -> Result<Item> {
