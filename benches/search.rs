@@ -46,7 +46,10 @@ use corpus::{Corpus, DIM};
 use hnsw_rs::prelude::{AnnT, Hnsw, HnswIo};
 use serde_json::{Value, json};
 use server::Server;
-use strata_projections::table::{text, vector::CosineDistance};
+use strata_projections::table::{
+    text,
+    vector::{CosineDistance, VectorOptions},
+};
 use tantivy::{
     Index, Searcher, Term,
     collector::TopDocs,
@@ -536,7 +539,15 @@ fn write_directly(dir: &Path, batches: &[RecordBatch]) {
         .as_primitive::<arrow::datatypes::Float32Type>()
         .values();
     let points: Vec<(&[f32], usize)> = values.chunks_exact(DIM).zip(0..).collect();
-    let graph = Hnsw::new(16, points.len(), 16, 128, CosineDistance);
+    // The server's graph settings, so that both sides build the same graph.
+    let settings = VectorOptions::default();
+    let graph = Hnsw::new(
+        settings.max_connections,
+        points.len(),
+        16,
+        settings.ef_construction,
+        CosineDistance,
+    );
     graph.parallel_insert_slice(&points);
     let graph_dir = dir.join("vectors");
     std::fs::create_dir_all(&graph_dir).unwrap();
