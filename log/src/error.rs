@@ -43,6 +43,9 @@ pub enum Error {
     #[error("the log is closed")]
     Closed,
 
+    #[error("log directory {} is open read-only", path.display())]
+    ReadOnly { path: PathBuf },
+
     #[error("i/o error on {}: {source}", path.display())]
     Io {
         path: PathBuf,

@@ -6,6 +6,7 @@
 //!   with group commit (byte layout in FORMAT.md).
 //! - [`MemoryLog`]: the same contract in memory, for unit tests.
 //! - [`fence`]: the leader-epoch rule that makes a deposed leader's writes void on any backend.
+//! - [`Prefix`]: a read-only view of any log that ends at chosen offsets.
 //!
 //! This crate knows nothing about tables' contents or HTTP.
 
@@ -18,6 +19,7 @@ pub mod fence;
 mod file;
 mod memory;
 mod partition;
+mod prefix;
 mod watermarks;
 
 pub use commit_log::{CommitLog, EventStream, tail};
@@ -26,3 +28,4 @@ pub use event::{Envelope, LeaderEpoch, envelope};
 pub use file::{FileLog, FileLogOptions};
 pub use memory::MemoryLog;
 pub use partition::{MAX_PARTITION_NAME, PartitionId};
+pub use prefix::Prefix;

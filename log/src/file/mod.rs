@@ -11,6 +11,10 @@
 //! sync among concurrent appends); new files and directories are synced with their parent.
 //! Recovery: on open the last segment of each partition is scanned and a torn or corrupt tail is
 //! truncated; older segments are checked frame by frame (CRC32C) as they are read.
+//!
+//! [`FileLog::open_read_only`] gives tools a view of a log another process is writing: it takes
+//! no lock and changes nothing, and sees each partition up to its last complete frame at the
+//! moment of opening.
 
 mod format;
 mod partition;
@@ -72,7 +76,8 @@ struct Inner {
     /// Serializes creating and deleting partition directories.
     layout: tokio::sync::Mutex<()>,
     watermarks: Arc<Watermarks>,
-    _lock: File,
+    /// The exclusive lock of a writable log; `None` for a read-only view.
+    lock: Option<File>,
 }
 
 impl Drop for Inner {
@@ -100,25 +105,71 @@ impl FileLog {
                 source,
             },
         })?;
-        check_format(&root)?;
+        check_format(&root, Mode::Write)?;
         let partitions_dir = root.join("partitions");
         if !partitions_dir.exists() {
             std::fs::create_dir(&partitions_dir).map_err(Error::io(&partitions_dir))?;
             sync_dir(&root)?;
         }
+        Self::load(root, partitions_dir, options, Some(lock))
+    }
+
+    /// Opens a read-only view of the log in `root`, which another process may be appending to:
+    /// no lock is taken and no file is created, repaired or truncated. Each partition is seen up
+    /// to its last complete frame at the moment of opening (a frame being written is left out);
+    /// partitions created later are not seen. Appends and deletions fail with
+    /// [`Error::ReadOnly`]. Blocking.
+    pub fn open_read_only(root: impl AsRef<Path>) -> Result<FileLog> {
+        let root = root.as_ref().to_owned();
+        check_format(&root, Mode::Read)?;
+        let partitions_dir = root.join("partitions");
+        Self::load(root, partitions_dir, FileLogOptions::default(), None)
+    }
+
+    fn load(
+        root: PathBuf,
+        partitions_dir: PathBuf,
+        options: FileLogOptions,
+        lock: Option<File>,
+    ) -> Result<FileLog> {
+        let mode = match lock {
+            Some(_) => Mode::Write,
+            None => Mode::Read,
+        };
         let watermarks = Arc::new(Watermarks::default());
         let mut partitions = HashMap::new();
-        for entry in std::fs::read_dir(&partitions_dir).map_err(Error::io(&partitions_dir))? {
-            let entry = entry.map_err(Error::io(&partitions_dir))?;
+        let entries: Vec<std::fs::DirEntry> = match std::fs::read_dir(&partitions_dir) {
+            Ok(entries) => entries
+                .collect::<std::io::Result<_>>()
+                .map_err(Error::io(&partitions_dir))?,
+            // A log no process has written yet.
+            Err(error) if mode == Mode::Read && error.kind() == std::io::ErrorKind::NotFound => {
+                Vec::new()
+            }
+            Err(error) => return Err(Error::io(&partitions_dir)(error)),
+        };
+        for entry in entries {
             let path = entry.path();
             let dir_name = entry.file_name().to_string_lossy().into_owned();
             if dir_name.ends_with(".tmp") {
-                // A partition whose creation a crash cut short: it never held an event.
-                std::fs::remove_dir_all(&path).map_err(Error::io(&path))?;
+                // A partition whose creation a crash cut short (or, for a reader, is under way):
+                // it never held an event.
+                if mode == Mode::Write {
+                    std::fs::remove_dir_all(&path).map_err(Error::io(&path))?;
+                }
                 continue;
             }
             let name_path = path.join(NAME_FILE);
-            let name = std::fs::read_to_string(&name_path).map_err(Error::io(&name_path))?;
+            let name = match std::fs::read_to_string(&name_path) {
+                Ok(name) => name,
+                // Deleted by the writer since it was listed.
+                Err(error)
+                    if mode == Mode::Read && error.kind() == std::io::ErrorKind::NotFound =>
+                {
+                    continue;
+                }
+                Err(error) => return Err(Error::io(&name_path)(error)),
+            };
             let id = PartitionId::new(name)?;
             if dir_name != dir_name_of(&id) {
                 return Err(Error::Corrupt {
@@ -127,7 +178,21 @@ impl FileLog {
                     reason: format!("names partition {id}, which belongs in another directory"),
                 });
             }
-            let partition = Partition::open(path, id.clone(), options.clone(), watermarks.clone())?;
+            let partition = match mode {
+                Mode::Write => {
+                    Partition::open(path, id.clone(), options.clone(), watermarks.clone())?
+                }
+                Mode::Read => match Partition::open_read_only(path, id.clone(), watermarks.clone())
+                {
+                    Ok(partition) => partition,
+                    Err(Error::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::NotFound =>
+                    {
+                        continue;
+                    }
+                    Err(error) => return Err(error),
+                },
+            };
             partitions.insert(id, Arc::new(partition));
         }
         Ok(FileLog {
@@ -138,9 +203,23 @@ impl FileLog {
                 partitions: RwLock::new(partitions),
                 layout: tokio::sync::Mutex::new(()),
                 watermarks,
-                _lock: lock,
+                lock,
             }),
         })
+    }
+
+    /// Whether this is a read-only view ([`FileLog::open_read_only`]).
+    pub fn is_read_only(&self) -> bool {
+        self.inner.lock.is_none()
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        match self.is_read_only() {
+            true => Err(Error::ReadOnly {
+                path: self.inner.root.clone(),
+            }),
+            false => Ok(()),
+        }
     }
 
     /// The directory the log lives in.
@@ -185,6 +264,7 @@ impl FileLog {
 #[async_trait]
 impl CommitLog for FileLog {
     async fn append(&self, partition: &PartitionId, events: Vec<Envelope>) -> Result<Range<u64>> {
+        self.check_writable()?;
         if events.is_empty() {
             let end = self.high_water_mark(partition).await?;
             return Ok(end..end);
@@ -245,6 +325,7 @@ impl CommitLog for FileLog {
     }
 
     async fn delete_partition(&self, partition: &PartitionId) -> Result<()> {
+        self.check_writable()?;
         let _layout = self.inner.layout.lock().await;
         let Some(removed) = self.inner.partitions.write().remove(partition) else {
             return Ok(());
@@ -282,7 +363,16 @@ fn dir_name_of(id: &PartitionId) -> String {
     format!("{}~{hash:016x}", &encoded[..150])
 }
 
-fn check_format(root: &Path) -> Result<()> {
+/// How a log directory is opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// By its one writer: locked, created and repaired as needed.
+    Write,
+    /// By a reader beside the writer: nothing is changed.
+    Read,
+}
+
+fn check_format(root: &Path, mode: Mode) -> Result<()> {
     let path = root.join(FORMAT_FILE);
     match std::fs::read_to_string(&path) {
         Ok(text) if text == FORMAT_TEXT => Ok(()),
@@ -291,6 +381,7 @@ fn check_format(root: &Path) -> Result<()> {
             position: 0,
             reason: format!("unsupported log format {:?}", text.trim()),
         }),
+        Err(error) if mode == Mode::Read => Err(Error::io(&path)(error)),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             std::fs::write(&path, FORMAT_TEXT).map_err(Error::io(&path))?;
             File::open(&path)

@@ -138,38 +138,58 @@ impl Partition {
         options: FileLogOptions,
         watermarks: Arc<Watermarks>,
     ) -> Result<Partition> {
-        let mut bases = Vec::new();
-        for entry in std::fs::read_dir(&dir).map_err(Error::io(&dir))? {
-            let entry = entry.map_err(Error::io(&dir))?;
-            if let Some(base) = entry
-                .file_name()
-                .to_str()
-                .and_then(segment::parse_file_name)
-            {
-                bases.push(base);
-            }
-        }
-        bases.sort_unstable();
+        let mut bases = segment_bases(&dir)?;
         if bases.is_empty() {
             create_segment_file(&dir, 0)?;
             sync_dir(&dir)?;
             bases.push(0);
         }
-        let mut segments = BTreeMap::new();
-        for pair in bases.windows(2) {
-            let (base, next) = (pair[0], pair[1]);
-            let path = dir.join(segment::file_name(base));
-            let file = File::open(&path).map_err(Error::io(&path))?;
-            check_header(&path, &file, base)?;
-            let len = file.metadata().map_err(Error::io(&path))?.len();
-            segments.insert(base, Arc::new(Segment::sealed(base, path, file, len, next)));
-        }
-        let last_base = *bases.last().unwrap_or(&0);
+        let (segments, last_base) = sealed_segments(&dir, &bases)?;
         let active = open_active(&dir, &id, last_base)?;
+        Ok(Self::assemble(
+            dir, id, options, watermarks, segments, active,
+        ))
+    }
+
+    /// Opens a partition directory that its writer may be appending to, changing nothing: the
+    /// last segment is read up to its last complete frame.
+    pub(crate) fn open_read_only(
+        dir: PathBuf,
+        id: PartitionId,
+        watermarks: Arc<Watermarks>,
+    ) -> Result<Partition> {
+        let bases = segment_bases(&dir)?;
+        if bases.is_empty() {
+            return Err(Error::Corrupt {
+                path: dir,
+                position: 0,
+                reason: "the partition directory holds no segment".to_owned(),
+            });
+        }
+        let (segments, last_base) = sealed_segments(&dir, &bases)?;
+        let active = read_tail(&dir, last_base)?;
+        Ok(Self::assemble(
+            dir,
+            id,
+            FileLogOptions::default(),
+            watermarks,
+            segments,
+            active,
+        ))
+    }
+
+    fn assemble(
+        dir: PathBuf,
+        id: PartitionId,
+        options: FileLogOptions,
+        watermarks: Arc<Watermarks>,
+        mut segments: BTreeMap<u64, Arc<Segment>>,
+        active: Active,
+    ) -> Partition {
         let next_offset = active.next_offset;
-        segments.insert(last_base, active.segment.clone());
+        segments.insert(active.segment.base, active.segment.clone());
         watermarks.publish(&id, next_offset);
-        Ok(Partition {
+        Partition {
             id,
             dir,
             options,
@@ -187,7 +207,7 @@ impl Partition {
                 failure: None,
             })
             .0,
-        })
+        }
     }
 
     pub(crate) fn high_water_mark(&self) -> u64 {
@@ -442,6 +462,80 @@ fn check_header(path: &Path, file: &File, base: u64) -> Result<()> {
     Ok(())
 }
 
+/// The base offsets of the segment files in `dir`, in order.
+fn segment_bases(dir: &Path) -> Result<Vec<u64>> {
+    let mut bases = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(Error::io(dir))? {
+        let entry = entry.map_err(Error::io(dir))?;
+        if let Some(base) = entry
+            .file_name()
+            .to_str()
+            .and_then(segment::parse_file_name)
+        {
+            bases.push(base);
+        }
+    }
+    bases.sort_unstable();
+    Ok(bases)
+}
+
+/// Every segment but the last (`bases` is not empty), header-checked; and the last one's base.
+fn sealed_segments(dir: &Path, bases: &[u64]) -> Result<(BTreeMap<u64, Arc<Segment>>, u64)> {
+    let mut segments = BTreeMap::new();
+    for pair in bases.windows(2) {
+        let (base, next) = (pair[0], pair[1]);
+        let path = dir.join(segment::file_name(base));
+        let file = File::open(&path).map_err(Error::io(&path))?;
+        check_header(&path, &file, base)?;
+        let len = file.metadata().map_err(Error::io(&path))?.len();
+        segments.insert(base, Arc::new(Segment::sealed(base, path, file, len, next)));
+    }
+    Ok((segments, *bases.last().unwrap_or(&0)))
+}
+
+/// The last segment as a reader beside its writer sees it: its complete frames, read-only. A
+/// header still being written reads as an empty segment.
+fn read_tail(dir: &Path, base: u64) -> Result<Active> {
+    let path = dir.join(segment::file_name(base));
+    let file = File::open(&path).map_err(Error::io(&path))?;
+    let mut buf = Vec::new();
+    (&file).read_to_end(&mut buf).map_err(Error::io(&path))?;
+    if let Err(error) = check_header(&path, &file, base) {
+        if buf.len() > HEADER_LEN {
+            return Err(error);
+        }
+        buf.truncate(HEADER_LEN.min(buf.len()));
+    }
+    let scan = format::scan_frames(buf.get(HEADER_LEN..).unwrap_or(&[]), base);
+    Ok(active_of(path, file, base, &scan))
+}
+
+/// The segment whose frames (after its header) `scan` found, up to its last complete one.
+fn active_of(path: PathBuf, file: File, base: u64, scan: &format::Scan) -> Active {
+    let valid_len = (HEADER_LEN + scan.valid_len) as u64;
+    let next_offset = scan
+        .frames
+        .last()
+        .map_or(base, |(_, body)| body.end_offset());
+    let frames = scan
+        .frames
+        .iter()
+        .map(|(at, body)| (body.base_offset, (HEADER_LEN + at) as u64));
+    let segment = Arc::new(Segment::scanned(
+        base,
+        path,
+        file,
+        frames,
+        valid_len,
+        next_offset,
+    ));
+    Active {
+        segment,
+        len: valid_len,
+        next_offset,
+    }
+}
+
 /// Opens the last segment for appending: recovers a header that a crash tore while the segment
 /// was being created, and truncates a torn or corrupt tail of frames.
 fn open_active(dir: &Path, id: &PartitionId, base: u64) -> Result<Active> {
@@ -469,8 +563,7 @@ fn open_active(dir: &Path, id: &PartitionId, base: u64) -> Result<Active> {
     }
     let mut buf = Vec::new();
     (&file).read_to_end(&mut buf).map_err(Error::io(&path))?;
-    let frames_buf = buf.get(HEADER_LEN..).unwrap_or(&[]);
-    let scan = format::scan_frames(frames_buf, base);
+    let scan = format::scan_frames(buf.get(HEADER_LEN..).unwrap_or(&[]), base);
     let valid_len = (HEADER_LEN + scan.valid_len) as u64;
     if let Some(reason) = &scan.stopped {
         tracing::warn!(
@@ -485,27 +578,7 @@ fn open_active(dir: &Path, id: &PartitionId, base: u64) -> Result<Active> {
             .and_then(|()| file.sync_all())
             .map_err(Error::io(&path))?;
     }
-    let next_offset = scan
-        .frames
-        .last()
-        .map_or(base, |(_, body)| body.end_offset());
-    let frames = scan
-        .frames
-        .iter()
-        .map(|(at, body)| (body.base_offset, (HEADER_LEN + at) as u64));
-    let segment = Arc::new(Segment::scanned(
-        base,
-        path,
-        file,
-        frames,
-        valid_len,
-        next_offset,
-    ));
-    Ok(Active {
-        segment,
-        len: valid_len,
-        next_offset,
-    })
+    Ok(active_of(path, file, base, &scan))
 }
 
 fn now_ms() -> i64 {

@@ -415,3 +415,55 @@ async fn the_frozen_v1_fixture_still_reads() {
     }
     assert!(segment_files(copy.path(), &PartitionId::table("acme", "shop", "orders")).len() > 2);
 }
+
+#[tokio::test]
+async fn a_read_only_view_beside_the_writer_sees_complete_frames_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = FileLog::open(dir.path(), small_segments()).unwrap();
+    for i in 0..30 {
+        writer
+            .append(&table(), vec![event(&format!("e{i}"), 0)])
+            .await
+            .unwrap();
+    }
+    // A frame being written: half of it is on disk.
+    let file = segment_files(dir.path(), &table()).pop().unwrap();
+    let before = std::fs::read(&file).unwrap();
+    let mut torn = Vec::new();
+    format::encode_frame(&mut torn, 30, &[event("half", 0).encode_to_vec()]);
+    torn.truncate(torn.len() / 2);
+    let mut bytes = before.clone();
+    bytes.extend_from_slice(&torn);
+    std::fs::write(&file, &bytes).unwrap();
+
+    let view = FileLog::open_read_only(dir.path()).unwrap();
+    assert!(view.is_read_only());
+    assert_eq!(view.partitions().await.unwrap(), vec![table()]);
+    assert_eq!(view.high_water_mark(&table()).await.unwrap(), 30);
+    let read = view.read(&table(), 0, 100).await.unwrap();
+    assert_eq!(
+        ids(&read),
+        (0..30).map(|i| format!("e{i}")).collect::<Vec<_>>()
+    );
+    // Nothing was repaired behind the writer's back.
+    assert_eq!(std::fs::read(&file).unwrap(), bytes);
+    assert!(matches!(
+        view.append(&table(), vec![event("x", 0)]).await,
+        Err(Error::ReadOnly { .. })
+    ));
+    assert!(matches!(
+        view.delete_partition(&table()).await,
+        Err(Error::ReadOnly { .. })
+    ));
+    assert_eq!(view.high_water_mark(&table()).await.unwrap(), 30);
+}
+
+#[tokio::test]
+async fn a_read_only_view_of_a_directory_that_holds_no_log_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(matches!(
+        FileLog::open_read_only(dir.path()),
+        Err(Error::Io { .. })
+    ));
+    assert!(!dir.path().join("LOCK").exists());
+}
