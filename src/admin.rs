@@ -1,7 +1,8 @@
 //! Admin commands (`strata accounts ...`, `strata keys ...`): one set of operations, run either
 //! in the server (through its admin socket, when a server owns the data directory) or in the
 //! command's own process (when none does). Either way they are control-partition writes with the
-//! principal "admin".
+//! principal "admin". `strata-replay verify` and `restore` send their requests here too when a
+//! server runs (they run in their own process otherwise).
 //!
 //! Protocol on `<data_dir>/admin.sock`: one JSON request per line, one JSON answer per line:
 //! `{"ok": <result>}` or `{"error": {"code": "...", "message": "..."}}`.
@@ -38,10 +39,21 @@ pub enum AdminRequest {
         account: String,
         databases: Option<String>,
     },
+    /// `strata-replay verify`: answers a `strata_projections::verify::Report`.
+    Verify {
+        database: Option<String>,
+        table: Option<String>,
+    },
+    /// `strata-replay restore`: answers a `RestoreSummary`.
+    Restore {
+        database: String,
+        at: String,
+        into: String,
+    },
 }
 
 /// Runs one admin request against an open engine.
-pub async fn execute(engine: &Engine, request: AdminRequest) -> Result<Value, Error> {
+pub async fn execute(engine: &Arc<Engine>, request: AdminRequest) -> Result<Value, Error> {
     let origin = Origin::admin();
     Ok(match request {
         AdminRequest::CreateAccount { name, enterprise } => {
@@ -56,9 +68,20 @@ pub async fn execute(engine: &Engine, request: AdminRequest) -> Result<Value, Er
             let key = engine
                 .create_key(&account, databases.as_deref(), &origin)
                 .await?;
-            serde_json::to_value(key).map_err(|e| Error::Internal(e.to_string()))?
+            json_of(&key)?
+        }
+        AdminRequest::Verify { database, table } => {
+            let report = engine.verify(database.as_deref(), table.as_deref()).await?;
+            json_of(&report)?
+        }
+        AdminRequest::Restore { database, at, into } => {
+            json_of(&engine.restore(&database, &at, &into, &origin).await?)?
         }
     })
+}
+
+fn json_of(value: &impl Serialize) -> Result<Value, Error> {
+    serde_json::to_value(value).map_err(|e| Error::Internal(e.to_string()))
 }
 
 /// Serves admin requests on the socket until the task is dropped.
@@ -92,7 +115,7 @@ pub fn listen(engine: Arc<Engine>, socket: &Path) -> anyhow::Result<tokio::task:
     }))
 }
 
-async fn answer(engine: &Engine, stream: UnixStream) -> anyhow::Result<()> {
+async fn answer(engine: &Arc<Engine>, stream: UnixStream) -> anyhow::Result<()> {
     let (read, mut write) = stream.into_split();
     let mut line = String::new();
     BufReader::new(read).read_line(&mut line).await?;

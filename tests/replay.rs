@@ -1,7 +1,9 @@
-//! `strata-replay verify` against data directories the real server wrote: it passes on a
-//! consistent one (also after losing index or segment files, which loading recovers from),
-//! refuses to run beside a server, and fails, naming the table, the rows and the first offset,
-//! when a damaged manifest makes a projection disagree with the log.
+//! `strata-replay` against data directories the real server wrote. verify passes on a consistent
+//! one (also after losing index or segment files, which loading recovers from) and fails, naming
+//! the table, the rows and the first offset, when a damaged manifest makes a projection disagree
+//! with the log, run alone or through a running server. dump, audit, verify and restore work
+//! beside a running server; rebuild refuses to. restore copies a database as it was at a time or
+//! an offset.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -160,6 +162,23 @@ async fn verify_finds_what_a_damaged_manifest_changed_and_rebuild_repairs_it() {
     );
     assert!(mismatch.contains("first offset "), "{out}");
     assert!(out.contains(" 1 mismatched"), "{out}");
+
+    // A server loads the same damaged manifest: verify through it finds the same difference.
+    let mut server = Server::start(dir.path(), &[]);
+    let output = replay(dir.path(), &["verify"]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let through_server = text(&output);
+    assert!(
+        through_server.contains(
+            "MISMATCH acme/shop/docs: live 15 rows, rebuilt 12; 3 rows differ (first row id 6)"
+        ),
+        "{through_server}"
+    );
+    assert!(
+        through_server.contains("ok acme/shop/more"),
+        "{through_server}"
+    );
+    assert!(server.stop());
 
     // rebuild replaces the damaged table's projections by the log's, and verify agrees again.
     let output = replay(
@@ -328,15 +347,7 @@ async fn after_kill_9_under_writes_verify_passes_and_dump_holds_every_acknowledg
             "server.write_wait_ms=50",
         ],
     );
-    let client = server.client(&key);
-    assert_eq!(client.create_database("shop").await.status, 201);
-    assert_eq!(
-        client
-            .create_table("shop", &docs_table("docs"))
-            .await
-            .status,
-        200
-    );
+    shop_with_docs(&server, &key).await;
     let writers: Vec<_> = (0..3)
         .map(|w| tokio::spawn(append_until_killed(server.client(&key), w)))
         .collect();
@@ -354,9 +365,54 @@ async fn after_kill_9_under_writes_verify_passes_and_dump_holds_every_acknowledg
 
     let output = replay(dir.path(), &["verify"]);
     assert!(output.status.success(), "{}", text(&output));
-    let output = replay(dir.path(), &["dump", "--partition", "acme/shop/docs"]);
+    assert_every_title_dumped(dir.path(), &acknowledged);
+}
+
+#[tokio::test]
+async fn rebuild_refuses_to_run_beside_a_server() {
+    let dir = tempfile::tempdir().unwrap();
+    account_with_key(dir.path(), "acme", None);
+    let _server = Server::start(dir.path(), &[]);
+    let output = replay(
+        dir.path(),
+        &["rebuild", "--database", "shop", "--table", "docs"],
+    );
+    assert!(!output.status.success());
+    assert!(text(&output).contains("stop it first"), "{}", text(&output));
+}
+
+/// Creates database shop with table docs; returns a client of `key`.
+async fn shop_with_docs(server: &Server, key: &str) -> common::Client {
+    let client = server.client(key);
+    assert_eq!(client.create_database("shop").await.status, 201);
+    assert_eq!(
+        client
+            .create_table("shop", &docs_table("docs"))
+            .await
+            .status,
+        200
+    );
+    client
+}
+
+/// Every title in `acknowledged` is in a `rows_appended` event of shop.docs's log.
+fn assert_every_title_dumped(dir: &Path, acknowledged: &[String]) {
+    let output = replay(dir, &["dump", "--partition", "acme/shop/docs"]);
     assert!(output.status.success(), "{}", text(&output));
-    let dumped: std::collections::HashSet<String> = String::from_utf8(output.stdout)
+    let dumped = appended_titles(&output);
+    let missing: Vec<&String> = acknowledged
+        .iter()
+        .filter(|t| !dumped.contains(*t))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "acknowledged but not in the log: {missing:?}"
+    );
+}
+
+/// Titles of the rows of `rows_appended` events in dump's output.
+fn appended_titles(dump: &Output) -> std::collections::HashSet<String> {
+    String::from_utf8(dump.stdout.clone())
         .unwrap()
         .lines()
         .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
@@ -369,30 +425,84 @@ async fn after_kill_9_under_writes_verify_passes_and_dump_holds_every_acknowledg
                 .map(|row| row["title"].as_str().unwrap().to_owned())
                 .collect::<Vec<_>>()
         })
-        .collect();
-    let missing: Vec<&String> = acknowledged
-        .iter()
-        .filter(|t| !dumped.contains(*t))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "acknowledged but not in the log: {missing:?}"
-    );
+        .collect()
 }
 
 #[tokio::test]
-async fn verify_and_rebuild_refuse_to_run_beside_a_server() {
+async fn beside_a_running_server_under_writes_dump_audit_and_verify_work() {
+    use std::sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    };
     let dir = tempfile::tempdir().unwrap();
-    account_with_key(dir.path(), "acme", None);
-    let _server = Server::start(dir.path(), &[]);
-    for args in [
-        &["verify"][..],
-        &["rebuild", "--database", "shop", "--table", "docs"][..],
-    ] {
-        let output = replay(dir.path(), args);
-        assert!(!output.status.success());
-        assert!(text(&output).contains("stop it first"), "{}", text(&output));
+    let key = account_with_key(dir.path(), "acme", None);
+    let server = Server::start(
+        dir.path(),
+        &[
+            "--set",
+            "tables.flush_rows=6",
+            "--set",
+            "tables.flush_age_ms=100",
+        ],
+    );
+    let client = shop_with_docs(&server, &key).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (client, stop) = (client.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut acknowledged = Vec::new();
+            for n in 0.. {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let titles = [format!("w{n}a"), format!("w{n}b")];
+                let rows: Vec<_> = titles.iter().map(|t| json!({"title": t})).collect();
+                let answer = client
+                    .post(
+                        "/v1/append/shop?table=docs",
+                        &json!({ "data": rows }).to_string(),
+                    )
+                    .await;
+                assert_eq!(answer.status, 200, "{answer:?}");
+                acknowledged.extend(titles);
+                if n % 5 == 4 {
+                    update_title(&client, "docs", n, &format!("u{n}")).await;
+                }
+            }
+            acknowledged
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+
+    // verify goes through the server: its snapshots against a rebuild of the same prefix.
+    for _ in 0..3 {
+        let output = replay(dir.path(), &["verify"]);
+        assert!(output.status.success(), "{}", text(&output));
+        assert!(
+            text(&output).contains("ok acme/shop/docs"),
+            "{}",
+            text(&output)
+        );
     }
+    let output = replay(
+        dir.path(),
+        &["verify", "--database", "shop", "--table", "nope"],
+    );
+    assert!(!output.status.success());
+    assert!(
+        text(&output).contains("does not exist"),
+        "{}",
+        text(&output)
+    );
+
+    // dump and audit read a view of the log as it is, the server writing on.
+    let output = replay(dir.path(), &["audit", "--json", "--database", "shop"]);
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(text(&output).contains("rows_appended"), "{}", text(&output));
+    stop.store(true, Ordering::Relaxed);
+    let acknowledged = writer.await.unwrap();
+    assert!(acknowledged.len() >= 4);
+    assert_every_title_dumped(dir.path(), &acknowledged);
 }
 
 #[tokio::test]
@@ -448,18 +558,26 @@ async fn delete_row(client: &common::Client, table: &str, id: u64) {
 
 #[tokio::test]
 async fn restore_copies_a_database_as_it_was_at_a_time_or_an_offset() {
+    restore_copies_a_database(Running::No).await;
+}
+
+#[tokio::test]
+async fn restore_through_a_running_server_copies_a_database_queryable_at_once() {
+    restore_copies_a_database(Running::Yes).await;
+}
+
+/// Whether a server runs on the data directory while strata-replay does.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Running {
+    Yes,
+    No,
+}
+
+async fn restore_copies_a_database(running: Running) {
     let dir = tempfile::tempdir().unwrap();
     let key = account_with_key(dir.path(), "acme", None);
     let mut server = Server::start(dir.path(), &[]);
-    let client = server.client(&key);
-    assert_eq!(client.create_database("shop").await.status, 201);
-    assert_eq!(
-        client
-            .create_table("shop", &docs_table("docs"))
-            .await
-            .status,
-        200
-    );
+    let client = shop_with_docs(&server, &key).await;
     let append = |titles: &[&str]| {
         let rows: Vec<_> = titles.iter().map(|t| json!({"title": t})).collect();
         let client = client.clone();
@@ -483,7 +601,9 @@ async fn restore_copies_a_database_as_it_was_at_a_time_or_an_offset() {
     append(&["d"]).await;
     let now = titles(&server, &key, "shop", "docs").await;
     assert_eq!(now, ["a2", "c", "d"]);
-    assert!(server.stop());
+    if running == Running::No {
+        assert!(server.stop());
+    }
 
     for (at, into) in [
         (after_first.as_str(), "at-time"),
@@ -516,8 +636,15 @@ async fn restore_copies_a_database_as_it_was_at_a_time_or_an_offset() {
     }
     let output = replay(dir.path(), &["verify"]);
     assert!(output.status.success(), "{}", text(&output));
+    assert!(
+        text(&output).contains("ok acme/at-offset-2/docs"),
+        "{}",
+        text(&output)
+    );
 
-    let server = Server::start(dir.path(), &[]);
+    if running == Running::No {
+        server = Server::start(dir.path(), &[]);
+    }
     assert_eq!(
         titles(&server, &key, "at-time", "docs").await,
         ["a", "b", "c"]

@@ -101,6 +101,28 @@ impl ControlState {
         self.databases.get(&(account.to_owned(), name.to_owned()))
     }
 
+    /// The ready database `spec` names: "<account>/<database>", or "<database>" when only one
+    /// account has a ready database of that name (how the admin tools name databases).
+    pub fn find_ready(&self, spec: &str) -> crate::Result<&Database> {
+        let (account, name) = match spec.split_once('/') {
+            Some((account, name)) => (Some(account), name),
+            None => (None, spec),
+        };
+        let matching: Vec<&Database> = self
+            .databases
+            .values()
+            .filter(|d| d.status == DatabaseStatus::Ready && d.name == name)
+            .filter(|d| account.is_none_or(|a| a == d.account))
+            .collect();
+        match matching.as_slice() {
+            [one] => Ok(one),
+            [] => Err(crate::Error::Refused(format!("no such database: {spec}"))),
+            _ => Err(crate::Error::Refused(format!(
+                "several accounts have a database {name:?}; name it as <account>/{name}"
+            ))),
+        }
+    }
+
     /// The databases of one account, in name order.
     pub fn databases_of<'a>(&'a self, account: &'a str) -> impl Iterator<Item = &'a Database> {
         self.databases

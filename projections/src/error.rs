@@ -31,6 +31,10 @@ pub enum Error {
     #[error("index: {0}")]
     Index(String),
 
+    /// A request this crate cannot carry out as asked (the message says why and what to do).
+    #[error("{0}")]
+    Refused(String),
+
     #[error("query: {0}")]
     DataFusion(#[from] datafusion::error::DataFusionError),
 }

@@ -8,6 +8,8 @@
 //!   kept in the node's [`StateStore`] (sled).
 //! - [`schema`]: the column type grammar and its Arrow types.
 //! - [`changes`]: log events as JSON, for change streams and dumps.
+//! - [`restore`] and [`verify`]: a database as of a point in its log; projections rebuilt from
+//!   the log and compared with live ones (for `strata-replay`, offline or through a server).
 //!
 //! Projections can always be thrown away and rebuilt by replaying the log. Nothing here knows
 //! about HTTP.
@@ -17,10 +19,12 @@ pub mod changes;
 pub mod control;
 mod error;
 mod projection;
+pub mod restore;
 mod runtime;
 pub mod schema;
 mod store;
 pub mod table;
+pub mod verify;
 
 pub use error::{Error, Result};
 pub use projection::{Checkpoint, Projection};

@@ -142,6 +142,12 @@ impl<S: Clone + Send + Sync + 'static> Projector<S> {
         self.applied.borrow().checkpoint
     }
 
+    /// The latest applied state with the checkpoint it is at, read together.
+    pub fn applied(&self) -> (Checkpoint, S) {
+        let applied = self.applied.borrow();
+        (applied.checkpoint, applied.snapshot.clone())
+    }
+
     /// Waits until the event at `offset` is applied (or fenced), and returns the checkpoint and
     /// snapshot right after it.
     pub async fn wait_for(&self, offset: u64) -> Result<(Checkpoint, S)> {

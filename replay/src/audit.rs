@@ -16,7 +16,7 @@ use strata_log::{
     fence::{EpochFence, Verdict},
 };
 
-use crate::{Location, open_log, progress};
+use crate::{Location, progress, read_log};
 
 #[derive(Args)]
 pub struct Audit {
@@ -80,7 +80,7 @@ impl Scope {
 }
 
 pub async fn run(audit: Audit) -> anyhow::Result<()> {
-    let log = open_log(&audit.location.data_dir()?)?;
+    let log = read_log(&audit.location.data_dir()?)?;
     let scope = audit.database.as_deref().map(Scope::parse);
     let partitions: Vec<PartitionId> = log
         .partitions()

@@ -7,13 +7,17 @@
 //! - `rebuild`: replace one table's projections by a rebuild from the log.
 //! - `restore`: a point-in-time copy of a database as a new database.
 //!
-//! It opens the log of a data directory that no server is using (the log's lock tells). Long
-//! runs show a progress bar on a terminal.
+//! `dump` and `audit` only read: they open a read-only view of the log, whether or not a server
+//! is writing it. `verify` and `restore` run in this process when no server holds the data
+//! directory, and go through the running server's admin socket when one does. `rebuild`
+//! replaces files a server has open, so it refuses to run beside one. Long runs show a progress
+//! bar on a terminal.
 
 mod audit;
 mod progress;
 mod rebuild;
 mod restore;
+mod server;
 mod verify;
 
 use std::path::{Path, PathBuf};
@@ -103,6 +107,17 @@ impl Location {
     }
 }
 
+/// A read-only view of the log of `data_dir`, as it is now; a server may be writing it.
+pub(crate) fn read_log(data_dir: &Path) -> anyhow::Result<FileLog> {
+    let root = data_dir.join("log");
+    if !root.exists() {
+        bail!("{} holds no log", data_dir.display());
+    }
+    FileLog::open_read_only(&root)
+        .with_context(|| format!("cannot read the log in {}", root.display()))
+}
+
+/// The log of `data_dir`, opened for writing: no server may be using it.
 pub(crate) fn open_log(data_dir: &Path) -> anyhow::Result<FileLog> {
     let root = data_dir.join("log");
     if !root.exists() {
@@ -137,7 +152,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
 }
 
 async fn run_dump(dump: Dump) -> anyhow::Result<()> {
-    let log = open_log(&dump.location.data_dir()?)?;
+    let log = read_log(&dump.location.data_dir()?)?;
     let partitions = match &dump.partition {
         Some(name) => vec![strata_log::PartitionId::new(name.clone())?],
         None => log.partitions().await?,
@@ -172,28 +187,4 @@ async fn run_dump(dump: Dump) -> anyhow::Result<()> {
     }
     progress.finish_and_clear();
     Ok(())
-}
-
-/// The ready database `spec` names: "<account>/<database>", or "<database>" when only one
-/// account has a database of that name.
-pub(crate) fn find_database(
-    control: &strata_projections::control::ControlState,
-    spec: &str,
-) -> anyhow::Result<strata_projections::control::Database> {
-    use strata_projections::control::DatabaseStatus;
-    let (account, name) = match spec.split_once('/') {
-        Some((account, name)) => (Some(account), name),
-        None => (None, spec),
-    };
-    let matching: Vec<_> = control
-        .databases
-        .values()
-        .filter(|d| d.status == DatabaseStatus::Ready && d.name == name)
-        .filter(|d| account.is_none_or(|a| a == d.account))
-        .collect();
-    match matching.as_slice() {
-        [one] => Ok((*one).clone()),
-        [] => bail!("no such database: {spec}"),
-        _ => bail!("several accounts have a database {name:?}; name it as <account>/{name}"),
-    }
 }

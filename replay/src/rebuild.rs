@@ -3,7 +3,7 @@
 //!
 //! The rebuild is written beside the table's directories (`<table id>.rebuild`) and swapped in
 //! only once it is complete, so an interrupted rebuild leaves the old files in place. The server
-//! must be stopped: it reads and writes these files.
+//! must be stopped: it reads and writes these files, so rebuild refuses to run beside it.
 
 use std::{path::Path, sync::Arc};
 
@@ -19,7 +19,7 @@ use strata_projections::{
     table::{TableOptions, TableProjection, TableStore},
 };
 
-use crate::{Location, find_database, open_log, progress, verify::lock_data_dir};
+use crate::{Location, open_log, progress, server};
 
 #[derive(Args)]
 pub struct Rebuild {
@@ -35,12 +35,17 @@ pub struct Rebuild {
 
 pub async fn run(rebuild: Rebuild) -> anyhow::Result<()> {
     let data_dir = rebuild.location.data_dir()?;
-    let _lock = lock_data_dir(&data_dir)?;
+    let Some(_lock) = server::try_lock_data_dir(&data_dir)? else {
+        bail!(
+            "a strata server is running on {}: rebuild replaces files the server has open, so stop it first (verify and restore work beside a running server)",
+            data_dir.display()
+        );
+    };
     let log: Arc<dyn CommitLog> = Arc::new(open_log(&data_dir)?);
     let state = StateStore::open(data_dir.join("state"))?;
     let control = Projector::start(log.clone(), ControlProjection::open(&state)?).await?;
     let control = control.snapshot();
-    let database = find_database(&control, &rebuild.database)?;
+    let database = control.find_ready(&rebuild.database)?.clone();
     if database.storage.is_some() {
         bail!(
             "{}/{}: its segments are in the database's own bucket, which rebuild does not reach",

@@ -1,30 +1,36 @@
-//! `strata-replay restore`: a point-in-time copy of a database, as a new database.
+//! `strata-replay restore`: a point-in-time copy of a database, as a new database (see
+//! `strata_projections::restore` for the cut).
 //!
 //! The copy is made of events, like everything else: a `database_created` for the new database,
 //! a `table_created` for each table that existed at the cut (new table ids), and, per table, its
-//! row events up to the cut, copied with the new table id. They are appended to the log of the
-//! stopped server, which projects the new database when it next starts, as it projects any
-//! other: queryable, replayable, verifiable. The events say `admin` did it, with the request id
-//! `restore:<source>@<cut>`.
+//! row events up to the cut, copied with the new table id. The events say `admin` did it, with
+//! the request id `restore:<source>@<cut>`.
 //!
-//! The cut is a time (every event at or before it), or an offset of the database's one table
-//! partition (every event of the table up to and including it; the catalog as of that event's
-//! time). A database with several tables is cut by time.
+//! With a server running, the request goes through its admin socket and the server writes the
+//! copy through its own leaders, with the checks of any new database (name, plan limits); the
+//! new database is queryable when the command returns. With none, the events are appended to
+//! the log here, stamped with each partition's newest leader epoch, and the server projects the
+//! new database when it next starts.
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::sync::Arc;
 
-use anyhow::{Context, bail};
-use chrono::{DateTime, Utc};
+use anyhow::bail;
+use chrono::Utc;
 use clap::Args;
+use serde_json::json;
 use strata_log::{
     CommitLog, Envelope, PartitionId,
     envelope::Body,
     event::{DatabaseCreated, TableCreated},
-    fence::{EpochFence, Verdict, fence_before},
+    fence::fence_before,
 };
-use strata_projections::{Projector, StateStore, control::ControlProjection};
+use strata_projections::{
+    Projector, StateStore,
+    control::ControlProjection,
+    restore::{Cut, plan},
+};
 
-use crate::{Location, find_database, open_log, progress, verify::lock_data_dir};
+use crate::{Location, open_log, progress, server};
 
 #[derive(Args)]
 pub struct Restore {
@@ -41,38 +47,26 @@ pub struct Restore {
     into: String,
 }
 
-/// Where the copy stops.
-enum Cut {
-    Time(i64),
-    Offset(u64),
-}
-
 pub async fn run(restore: Restore) -> anyhow::Result<()> {
-    let cut = match restore.at.parse::<u64>() {
-        Ok(offset) => Cut::Offset(offset),
-        Err(_) => Cut::Time(
-            restore
-                .at
-                .parse::<DateTime<Utc>>()
-                .with_context(|| {
-                    format!(
-                        "--at {:?} is neither an RFC 3339 time nor an offset",
-                        restore.at
-                    )
-                })?
-                .timestamp_micros(),
-        ),
-    };
+    let cut = Cut::parse(&restore.at)?;
     check_name(&restore.into)?;
     let data_dir = restore.location.data_dir()?;
-    let _lock = lock_data_dir(&data_dir)?;
+    let Some(_lock) = server::try_lock_data_dir(&data_dir)? else {
+        let result = server::call(
+            &data_dir,
+            json!({"op": "restore", "database": restore.database, "at": restore.at, "into": restore.into}),
+        )
+        .await?;
+        println!("{}", summary(&result));
+        return Ok(());
+    };
     let log: Arc<dyn CommitLog> = Arc::new(open_log(&data_dir)?);
     let state = StateStore::open(data_dir.join("state"))?;
     let control = Projector::start(log.clone(), ControlProjection::open(&state)?)
         .await?
         .snapshot();
     drop(state);
-    let source = find_database(&control, &restore.database)?;
+    let source = control.find_ready(&restore.database)?.clone();
     if control.database(&source.account, &restore.into).is_some() {
         bail!(
             "database {}/{} exists; restore into a new name",
@@ -80,61 +74,7 @@ pub async fn run(restore: Restore) -> anyhow::Result<()> {
             restore.into
         );
     }
-    if source.storage.is_some() {
-        bail!("restoring a database with its own bucket is not supported");
-    }
-
-    // The source's table partitions with events of this incarnation.
-    let prefix = PartitionId::database_prefix(&source.account, &source.name);
-    let catalog = PartitionId::catalog(&source.account, &source.name);
-    let catalog_events = admitted(log.as_ref(), &catalog).await?;
-    let table_partitions: Vec<PartitionId> = log
-        .partitions()
-        .await?
-        .into_iter()
-        .filter(|p| p.as_str().starts_with(&prefix) && *p != catalog)
-        .collect();
-    let cut_time = match cut {
-        Cut::Time(micros) => micros,
-        Cut::Offset(offset) => {
-            let [partition] = table_partitions.as_slice() else {
-                bail!(
-                    "an offset names a point in one table's log, and database {} has {} table partitions: restore at a time instead",
-                    restore.database,
-                    table_partitions.len()
-                );
-            };
-            let event = log
-                .read(partition, offset, 1)
-                .await?
-                .into_iter()
-                .next()
-                .with_context(|| format!("offset {offset} is beyond the end of {partition}"))?;
-            event.timestamp_micros
-        }
-    };
-
-    // The catalog at the cut: table name -> its creation event.
-    let mut tables: BTreeMap<String, TableCreated> = BTreeMap::new();
-    for event in catalog_events
-        .iter()
-        .filter(|e| e.timestamp_micros <= cut_time)
-    {
-        match &event.body {
-            Some(Body::TableCreated(created)) if created.database_id == source.id => {
-                tables.insert(created.name.clone(), created.clone());
-            }
-            Some(Body::TableDropped(dropped))
-                if dropped.database_id == source.id
-                    && tables
-                        .get(&dropped.name)
-                        .is_some_and(|t| t.table_id == dropped.table_id) =>
-            {
-                tables.remove(&dropped.name);
-            }
-            _ => {}
-        }
-    }
+    let plan = plan(log.as_ref(), &source, cut).await?;
 
     let request_id = format!("restore:{}/{}@{}", source.account, source.name, restore.at);
     let stamp = |body: Body, epoch: u64| Envelope {
@@ -165,85 +105,63 @@ pub async fn run(restore: Restore) -> anyhow::Result<()> {
 
     let new_catalog = PartitionId::catalog(&source.account, &restore.into);
     let catalog_epoch = newest_epoch(log.as_ref(), &new_catalog).await?;
-    let bar = progress::bar(tables.len() as u64, "tables");
-    let mut rows_events = 0;
-    for created in tables.values() {
-        let from = PartitionId::table(&source.account, &source.name, &created.name);
-        let to = PartitionId::table(&source.account, &restore.into, &created.name);
+    let bar = progress::bar(plan.tables.len() as u64, "tables");
+    for (name, table) in &plan.tables {
+        let to = PartitionId::table(&source.account, &restore.into, name);
         let table_id = uuid::Uuid::now_v7().to_string();
-        let table = TableCreated {
+        let created = TableCreated {
             table_id: table_id.clone(),
             database_id: database_id.clone(),
             start_offset: log.high_water_mark(&to).await?,
-            ..created.clone()
+            ..table.created.clone()
         };
         log.append(
             &new_catalog,
-            vec![stamp(Body::TableCreated(table), catalog_epoch)],
+            vec![stamp(Body::TableCreated(created), catalog_epoch)],
         )
         .await?;
         let epoch = newest_epoch(log.as_ref(), &to).await?;
-        let mut copies = Vec::new();
-        for event in admitted(log.as_ref(), &from).await? {
-            let included = match cut {
-                Cut::Offset(offset) => event.offset <= offset,
-                Cut::Time(micros) => event.timestamp_micros <= micros,
-            };
-            if !included || event.offset < created.start_offset {
-                continue;
-            }
-            let body = match event.body {
-                Some(Body::RowsAppended(mut b)) if b.table_id == created.table_id => {
-                    b.table_id = table_id.clone();
-                    Body::RowsAppended(b)
-                }
-                Some(Body::RowsDeleted(mut b)) if b.table_id == created.table_id => {
-                    b.table_id = table_id.clone();
-                    Body::RowsDeleted(b)
-                }
-                Some(Body::RowsUpdated(mut b)) if b.table_id == created.table_id => {
-                    b.table_id = table_id.clone();
-                    Body::RowsUpdated(b)
-                }
-                _ => continue,
-            };
-            copies.push(stamp(body, epoch));
-        }
-        rows_events += copies.len();
+        let copies: Vec<Envelope> = table
+            .bodies_for(&table_id)
+            .into_iter()
+            .map(|body| stamp(body, epoch))
+            .collect();
         for chunk in copies.chunks(256) {
             log.append(&to, chunk.to_vec()).await?;
         }
         bar.inc(1);
     }
     bar.finish_and_clear();
-    let count = match tables.len() {
-        1 => "1 table".to_owned(),
-        n => format!("{n} tables"),
-    };
     println!(
-        "restored {}/{} at {} into {}/{}: {count}, {rows_events} row events",
-        source.account, source.name, restore.at, source.account, restore.into,
+        "{}",
+        summary(&json!({
+            "source": format!("{}/{}", source.account, source.name),
+            "at": restore.at,
+            "into": format!("{}/{}", source.account, restore.into),
+            "tables": plan.tables.len(),
+            "row_events": plan.row_events(),
+        }))
     );
     Ok(())
 }
 
-/// Every event of `partition` the leader-epoch fence admits, markers left out.
-async fn admitted(log: &dyn CommitLog, partition: &PartitionId) -> anyhow::Result<Vec<Envelope>> {
-    let mut fence = EpochFence::default();
-    let mut out = Vec::new();
-    let mut next = 0;
-    loop {
-        let events = log.read(partition, next, 1024).await?;
-        let Some(last) = events.last() else {
-            return Ok(out);
-        };
-        next = last.offset + 1;
-        out.extend(
-            events
-                .into_iter()
-                .filter(|e| fence.judge(e) == Verdict::Admit),
-        );
-    }
+/// The line restore prints, from its summary (the server's answer has the same fields).
+fn summary(result: &serde_json::Value) -> String {
+    let field = |name: &str| match &result[name] {
+        serde_json::Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    let count = match result["tables"].as_u64() {
+        Some(1) => "1 table".to_owned(),
+        _ => format!("{} tables", field("tables")),
+    };
+    format!(
+        "restored {} at {} into {}: {count}, {} row events",
+        field("source"),
+        field("at"),
+        field("into"),
+        field("row_events")
+    )
 }
 
 /// The newest leader epoch of `partition`: events written now must carry it, or every reader

@@ -16,6 +16,7 @@ mod control;
 mod leader;
 mod purge;
 mod quota;
+mod recovery;
 mod registry;
 pub mod search;
 mod table;
@@ -38,6 +39,7 @@ pub use self::{
     changes::{Change, ChangeStream, StreamStart},
     control::{DatabaseInfo, KeyInfo, Principal, StorageRequest},
     leader::Origin,
+    recovery::RestoreSummary,
     registry::DatabaseGuard,
     table::{RowCount, TableRuntime},
 };

@@ -30,7 +30,7 @@ use crate::{
 /// The live parts of one active table.
 pub struct TableRuntime {
     pub def: Arc<TableDef>,
-    leader: Leader<Arc<TableSnapshot>>,
+    pub(super) leader: Leader<Arc<TableSnapshot>>,
     handle: TableHandle,
     maintenance: tokio::task::JoinHandle<()>,
 }
