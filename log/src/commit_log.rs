@@ -53,6 +53,24 @@ pub trait CommitLog: Send + Sync + Debug + 'static {
     async fn delete_partition(&self, partition: &PartitionId) -> Result<()>;
 }
 
+/// How many events a read of `max_events` from `from` returns from a partition ending at `end`:
+/// an error past the end, none at it.
+pub(crate) fn events_to_read(
+    partition: &PartitionId,
+    from: u64,
+    max_events: usize,
+    end: u64,
+) -> Result<usize> {
+    if from > end {
+        return Err(crate::Error::OffsetOutOfRange {
+            partition: partition.to_string(),
+            offset: from,
+            high_water_mark: end,
+        });
+    }
+    Ok(max_events.min(usize::try_from(end - from).unwrap_or(usize::MAX)))
+}
+
 /// How many events a tail reads at a time.
 const TAIL_BATCH: usize = 512;
 

@@ -43,6 +43,10 @@ pub enum Error {
     #[error("the log is closed")]
     Closed,
 
+    /// A failure of the log's backend service (a Kafka broker), with what was being done.
+    #[error("{0}")]
+    Backend(String),
+
     #[error("log directory {} is open read-only", path.display())]
     ReadOnly { path: PathBuf },
 

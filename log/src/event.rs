@@ -9,7 +9,27 @@ pub use generated::*;
 
 use envelope::Body;
 
+use crate::{Error, PartitionId, Result};
+
 impl Envelope {
+    /// Decodes an event as a backend stores it (offset and partition left empty) and fills in
+    /// where it sits.
+    pub(crate) fn decode_stored(
+        bytes: impl prost::bytes::Buf,
+        partition: &PartitionId,
+        offset: u64,
+    ) -> Result<Envelope> {
+        let mut event =
+            <Envelope as prost::Message>::decode(bytes).map_err(|source| Error::Decode {
+                partition: partition.to_string(),
+                offset,
+                source,
+            })?;
+        event.offset = offset;
+        event.partition = partition.to_string();
+        Ok(event)
+    }
+
     /// The snake_case name of the event's body, as `strata-replay dump --kind` filters it.
     pub fn kind(&self) -> &'static str {
         match &self.body {

@@ -51,14 +51,7 @@ impl CommitLog for Prefix {
         max_events: usize,
     ) -> Result<Vec<Envelope>> {
         let end = self.high_water_mark(partition).await?;
-        if from > end {
-            return Err(crate::Error::OffsetOutOfRange {
-                partition: partition.to_string(),
-                offset: from,
-                high_water_mark: end,
-            });
-        }
-        let wanted = max_events.min((end - from) as usize);
+        let wanted = crate::commit_log::events_to_read(partition, from, max_events, end)?;
         if wanted == 0 {
             return Ok(Vec::new());
         }

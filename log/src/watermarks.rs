@@ -39,6 +39,25 @@ impl Watermarks {
         }
     }
 
+    /// Publishes `high_water_mark` unless a higher one is already known.
+    pub(crate) fn raise(&self, partition: &PartitionId, high_water_mark: u64) {
+        let mut marks = self.marks.lock();
+        match marks.get(partition) {
+            Some(sender) => {
+                sender.send_if_modified(|mark| {
+                    let higher = high_water_mark > *mark;
+                    if higher {
+                        *mark = high_water_mark;
+                    }
+                    higher
+                });
+            }
+            None => {
+                marks.insert(partition.clone(), watch::channel(high_water_mark).0);
+            }
+        }
+    }
+
     /// Resolves once the high-water mark of `partition` is above `offset`.
     pub(crate) async fn wait_for(&self, partition: &PartitionId, offset: u64) -> Result<()> {
         let mut mark = {

@@ -354,12 +354,7 @@ fn dir_name_of(id: &PartitionId) -> String {
     if encoded.len() <= 200 {
         return encoded;
     }
-    let hash = id
-        .as_str()
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325u64, |hash, byte| {
-            (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
-        });
+    let hash = crate::partition::name_hash(id.as_str());
     format!("{}~{hash:016x}", &encoded[..150])
 }
 

@@ -10,7 +10,6 @@ use std::{
 
 use bytes::Bytes;
 use parking_lot::RwLock;
-use prost::Message;
 
 use super::format::{FRAME_HEADER_LEN, FrameBody, FrameHeader, HEADER_LEN, SegmentHeader};
 use crate::{
@@ -152,16 +151,11 @@ impl Segment {
                 if offset < from || out.len() >= max {
                     continue;
                 }
-                let mut event = Envelope::decode(body.slice(range.clone())).map_err(|source| {
-                    Error::Decode {
-                        partition: partition.to_string(),
-                        offset,
-                        source,
-                    }
-                })?;
-                event.offset = offset;
-                event.partition = partition.to_string();
-                out.push(event);
+                out.push(Envelope::decode_stored(
+                    body.slice(range.clone()),
+                    partition,
+                    offset,
+                )?);
             }
             position += header.frame_len() as u64;
         }
