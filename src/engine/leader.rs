@@ -187,3 +187,6 @@ impl<S: Clone + Send + Sync + 'static> Permit<'_, S> {
         Ok(state)
     }
 }
+
+#[cfg(test)]
+mod race_tests;
