@@ -1,4 +1,4 @@
-//! Consuming the log directly: every event of a stopped server's FileLog, decoded from the
+//! Consuming the log directly: every event of a server's FileLog, decoded from the
 //! protobuf envelope of log/protos/strata/v1/events.proto, one line per event. A Kafka consumer
 //! reads the same envelopes from the topics of a cluster (docs/change-streams.md).
 //!
@@ -7,14 +7,15 @@
 //! cargo run --example read_log -- ./data acme/shop/orders
 //! ```
 
-use strata_log::{CommitLog, FileLog, FileLogOptions, PartitionId, envelope::Body};
+use strata_log::{CommitLog, FileLog, PartitionId, envelope::Body};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let data_dir = args.next().unwrap_or_else(|| "./data".into());
     // Opening takes the log's lock: this fails while a server runs on the directory.
-    let log = FileLog::open(format!("{data_dir}/log"), FileLogOptions::default())?;
+    // A read-only view: it takes no lock, so the server may be running.
+    let log = FileLog::open_read_only(format!("{data_dir}/log"))?;
     let partitions = match args.next() {
         Some(name) => vec![PartitionId::new(name)?],
         None => log.partitions().await?,

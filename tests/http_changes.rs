@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::{path::Path, process::Command, time::Duration};
+use std::{path::Path, time::Duration};
 
 use common::{Client, Server, account_with_key};
 use futures::StreamExt;
@@ -353,17 +353,7 @@ async fn bad_stream_requests_are_refused_in_the_error_shape() {
 /// `strata-replay dump` of one partition, without leader-epoch markers (streams leave them
 /// out: they change nothing).
 fn dump(dir: &Path, partition: &str) -> Vec<Value> {
-    let replay = Path::new(common::bin()).with_file_name("strata-replay");
-    assert!(
-        replay.exists(),
-        "{} is missing: run the tests with --workspace",
-        replay.display()
-    );
-    let output = Command::new(replay)
-        .args(["dump", "--partition", partition, "--data-dir"])
-        .arg(dir)
-        .output()
-        .unwrap();
+    let output = common::replay(dir, &["dump", "--partition", partition]);
     assert!(
         output.status.success(),
         "{}",

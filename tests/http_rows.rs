@@ -48,31 +48,16 @@ async fn setup(client: &Client) {
     assert_eq!(client.create_table("shop", &items()).await.status, 200);
 }
 
-/// Sends a request with a JSON body and `Accept: application/json`.
-async fn post_json(client: &Client, path: &str, body: &Value) -> Answer {
-    let response = client
-        .http
-        .post(format!("{}{path}", client.base))
-        .bearer_auth(client.key.as_deref().unwrap())
-        .header("accept", "application/json")
-        .json(body)
-        .send()
-        .await
-        .unwrap();
-    Client::answer(response).await
-}
-
 async fn append(client: &Client, rows: Value) -> Answer {
-    post_json(
-        client,
-        "/v1/append/shop?table=items",
-        &json!({ "data": rows }),
-    )
-    .await
+    client
+        .post_json("/v1/append/shop?table=items", &json!({ "data": rows }))
+        .await
 }
 
 async fn sql(client: &Client, query: &str) -> Vec<Value> {
-    let answer = post_json(client, "/v1/query_sql/shop", &json!({ "sql": query })).await;
+    let answer = client
+        .post_json("/v1/query_sql/shop", &json!({ "sql": query }))
+        .await;
     assert_eq!(answer.status, 200, "{query}: {answer:?}");
     answer.body["data"].as_array().unwrap().clone()
 }
@@ -198,7 +183,7 @@ async fn bad_appends_are_refused_naming_the_column_and_apply_nothing() {
         json!([1, 2]),
         json!({"data": [], "extra": 1}),
     ] {
-        let answer = post_json(&client, "/v1/append/shop?table=items", &body).await;
+        let answer = client.post_json("/v1/append/shop?table=items", &body).await;
         assert_error(&answer, 400, "bad_request");
     }
     // Arrow bodies: not Arrow, no batch, two batches.
@@ -224,7 +209,7 @@ async fn bad_appends_are_refused_naming_the_column_and_apply_nothing() {
     }
     // Missing or unknown parameters.
     for path in ["/v1/append/shop", "/v1/append/shop?table=items&extra=1"] {
-        let answer = post_json(&client, path, &json!({"data": []})).await;
+        let answer = client.post_json(path, &json!({"data": []})).await;
         assert_error(&answer, 400, "bad_request");
     }
     assert_eq!(
@@ -237,27 +222,24 @@ async fn bad_appends_are_refused_naming_the_column_and_apply_nothing() {
     );
 
     // A malformed table name is a 400, as for the catalog operations.
-    let answer = post_json(
-        &client,
-        "/v1/append/shop?table=no%20such",
-        &json!({"data": []}),
-    )
-    .await;
+    let answer = client
+        .post_json("/v1/append/shop?table=no%20such", &json!({"data": []}))
+        .await;
     assert_error(&answer, 400, "invalid_name");
     // Append never creates a table; nor a database.
-    let answer = post_json(
-        &client,
-        "/v1/append/shop?table=nope",
-        &json!({"data": [{"title": "a"}]}),
-    )
-    .await;
+    let answer = client
+        .post_json(
+            "/v1/append/shop?table=nope",
+            &json!({"data": [{"title": "a"}]}),
+        )
+        .await;
     assert_error(&answer, 404, "table_not_found");
-    let answer = post_json(
-        &client,
-        "/v1/append/nope?table=items",
-        &json!({"data": [{"title": "a"}]}),
-    )
-    .await;
+    let answer = client
+        .post_json(
+            "/v1/append/nope?table=items",
+            &json!({"data": [{"title": "a"}]}),
+        )
+        .await;
     assert_error(&answer, 404, "database_not_found");
     assert_eq!(client.list_tables("shop").await.body, json!(["items"]));
 }
@@ -279,12 +261,12 @@ async fn update_and_delete_resolve_predicates_to_row_ids() {
     .await;
 
     // Update: replacement rows 1:1, in row-id order; the row ids stay.
-    let answer = post_json(
-        &client,
-        "/v1/update/shop?table=items&predicate=price%20%3E%201.5%20AND%20price%20%3C%203.5",
-        &json!({"data": [{"title": "B", "price": 20.0}, {"title": "C", "price": 30.0}]}),
-    )
-    .await;
+    let answer = client
+        .post_json(
+            "/v1/update/shop?table=items&predicate=price%20%3E%201.5%20AND%20price%20%3C%203.5",
+            &json!({"data": [{"title": "B", "price": 20.0}, {"title": "C", "price": 30.0}]}),
+        )
+        .await;
     assert_eq!(answer.status, 200, "{answer:?}");
     assert_eq!(
         answer.body,
@@ -307,12 +289,12 @@ async fn update_and_delete_resolve_predicates_to_row_ids() {
 
     // A count mismatch is a 400 and applies nothing.
     let before = client.counter("strata_log_appended_events_total").await;
-    let answer = post_json(
-        &client,
-        "/v1/update/shop?table=items&predicate=price%20%3E%203",
-        &json!({"data": [{"title": "only one"}]}),
-    )
-    .await;
+    let answer = client
+        .post_json(
+            "/v1/update/shop?table=items&predicate=price%20%3E%203",
+            &json!({"data": [{"title": "only one"}]}),
+        )
+        .await;
     assert_error(&answer, 400, "bad_request");
     assert!(
         answer.body["message"]
@@ -410,12 +392,12 @@ async fn query_sql_reads_across_tables_and_refuses_anything_but_a_query() {
         json!([{"title": "a", "price": 2.0}, {"title": "b", "price": 5.0}]),
     )
     .await;
-    post_json(
-        &client,
-        "/v1/append/shop?table=orders",
-        &json!({"data": [{"item": 0, "n": 3}, {"item": 1, "n": 1}, {"item": 0, "n": 2}]}),
-    )
-    .await;
+    client
+        .post_json(
+            "/v1/append/shop?table=orders",
+            &json!({"data": [{"item": 0, "n": 3}, {"item": 1, "n": 1}, {"item": 0, "n": 2}]}),
+        )
+        .await;
     let rows = sql(
         &client,
         "SELECT i.title, sum(o.n * i.price) AS spent FROM orders o JOIN items i ON o.item = i._row_id \
@@ -455,7 +437,9 @@ async fn query_sql_reads_across_tables_and_refuses_anything_but_a_query() {
         ("SELECT * FROM missing", "missing"),
         ("", "empty"),
     ] {
-        let answer = post_json(&client, "/v1/query_sql/shop", &json!({"sql": query})).await;
+        let answer = client
+            .post_json("/v1/query_sql/shop", &json!({"sql": query}))
+            .await;
         assert_error(&answer, 400, "bad_request");
         assert!(
             answer.body["message"].as_str().unwrap().contains(needle),
@@ -467,7 +451,7 @@ async fn query_sql_reads_across_tables_and_refuses_anything_but_a_query() {
         json!({"sql": "SELECT 1", "limit": 3}),
         json!({"query": "SELECT 1"}),
     ] {
-        let answer = post_json(&client, "/v1/query_sql/shop", &body).await;
+        let answer = client.post_json("/v1/query_sql/shop", &body).await;
         assert_error(&answer, 400, "bad_request");
     }
     assert_eq!(
@@ -606,19 +590,33 @@ async fn a_quiet_table_lets_go_of_the_segments_a_compaction_replaced() {
     ]);
     let client = server.client(&key);
     setup(&client).await;
+    let segment_files = || {
+        std::fs::read_dir(dir.path().join("tables"))
+            .unwrap()
+            .flat_map(|db| std::fs::read_dir(db.unwrap().path()).unwrap())
+            .flat_map(|table| {
+                std::fs::read_dir(table.unwrap().path().join("segments"))
+                    .into_iter()
+                    .flatten()
+            })
+            .count()
+    };
     for batch in 0..3 {
         let rows: Vec<Value> = (0..2)
             .map(|i| json!({"title": format!("r{batch}-{i}"), "qty": batch * 10 + i}))
             .collect();
         assert_eq!(append(&client, Value::Array(rows)).await.status, 200);
+        // One segment per append: a flush still running when the next append lands would
+        // take both appends' rows.
+        if batch < 2 {
+            assert!(
+                common::eventually(20, || async { segment_files() == batch as usize + 1 }).await,
+                "{} segment files after {} appends",
+                segment_files(),
+                batch + 1
+            );
+        }
     }
-    let segment_files = || {
-        std::fs::read_dir(dir.path().join("tables"))
-            .unwrap()
-            .flat_map(|db| std::fs::read_dir(db.unwrap().path()).unwrap())
-            .flat_map(|table| std::fs::read_dir(table.unwrap().path().join("segments")).unwrap())
-            .count()
-    };
     // Three flushed segments, merged into one; the table then gets no more writes.
     assert!(
         common::eventually(20, || async { segment_files() == 1 }).await,

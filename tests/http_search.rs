@@ -18,14 +18,6 @@ fn assert_error(answer: &Answer, status: u16, needle: &str) {
     assert!(message.contains(needle), "{needle:?} not in {answer:?}");
 }
 
-async fn post_json(client: &Client, path: &str, body: &Value) -> Answer {
-    let body = body.to_string();
-    client
-        .try_send_json(reqwest::Method::POST, path, &body)
-        .await
-        .expect("the server answers")
-}
-
 fn docs() -> Value {
     json!({
         "name": "docs",
@@ -57,12 +49,9 @@ fn sample() -> Value {
 async fn setup(client: &Client) {
     assert_eq!(client.create_database("lib").await.status, 201);
     assert_eq!(client.create_table("lib", &docs()).await.status, 200);
-    let answer = post_json(
-        client,
-        "/v1/append/lib?table=docs",
-        &json!({ "data": sample() }),
-    )
-    .await;
+    let answer = client
+        .post_json("/v1/append/lib?table=docs", &json!({ "data": sample() }))
+        .await;
     assert_eq!(answer.status, 200, "{answer:?}");
 }
 
@@ -92,12 +81,12 @@ async fn bm25_token_exact_count_and_hybrid() {
 
     // BM25 over both columns: the two fox documents, best first.
     let found = rows(
-        &post_json(
-            &client,
-            "/v1/bm25_search/lib",
-            &json!({"table": "docs", "query": "fox"}),
-        )
-        .await,
+        &client
+            .post_json(
+                "/v1/bm25_search/lib",
+                &json!({"table": "docs", "query": "fox"}),
+            )
+            .await,
     );
     assert_eq!(ids(&found).len(), 2);
     let mut scores: Vec<f64> = found
@@ -112,12 +101,12 @@ async fn bm25_token_exact_count_and_hybrid() {
     );
     // One column only, with projection, paging and a filter.
     let only_title = rows(
-        &post_json(
-            &client,
-            "/v1/bm25_search/lib",
-            &json!({"table": "docs", "query": "fox", "column": "title", "columns": ["title"]}),
-        )
-        .await,
+        &client
+            .post_json(
+                "/v1/bm25_search/lib",
+                &json!({"table": "docs", "query": "fox", "column": "title", "columns": ["title"]}),
+            )
+            .await,
     );
     assert_eq!(ids(&only_title), vec![0]);
     assert_eq!(
@@ -126,21 +115,21 @@ async fn bm25_token_exact_count_and_hybrid() {
         "{only_title:?}"
     ); // _row_id, title, _score
     let second = rows(
-        &post_json(
-            &client,
-            "/v1/bm25_search/lib",
-            &json!({"table": "docs", "query": "fox", "limit": 1, "offset": 1}),
-        )
-        .await,
+        &client
+            .post_json(
+                "/v1/bm25_search/lib",
+                &json!({"table": "docs", "query": "fox", "limit": 1, "offset": 1}),
+            )
+            .await,
     );
     assert_eq!(ids(&second), ids(&found)[1..].to_vec());
     let filtered = rows(
-        &post_json(
-            &client,
-            "/v1/bm25_search/lib",
-            &json!({"table": "docs", "query": "fox dog", "filter": "year >= 2020"}),
-        )
-        .await,
+        &client
+            .post_json(
+                "/v1/bm25_search/lib",
+                &json!({"table": "docs", "query": "fox dog", "filter": "year >= 2020"}),
+            )
+            .await,
     );
     assert!(
         filtered.iter().all(|r| r["year"].as_i64().unwrap() >= 2020),
@@ -170,20 +159,17 @@ async fn bm25_token_exact_count_and_hybrid() {
 
     // count is the number of rows BM25 can page through.
     for query in ["fox", "the", "dog fox", "nothing-here"] {
-        let count = post_json(
-            &client,
-            "/v1/count/lib",
-            &json!({"table": "docs", "query": query}),
-        )
-        .await;
+        let count = client
+            .post_json("/v1/count/lib", &json!({"table": "docs", "query": query}))
+            .await;
         assert_eq!(count.status, 200, "{count:?}");
         let all = rows(
-            &post_json(
-                &client,
-                "/v1/bm25_search/lib",
-                &json!({"table": "docs", "query": query, "limit": 10000}),
-            )
-            .await,
+            &client
+                .post_json(
+                    "/v1/bm25_search/lib",
+                    &json!({"table": "docs", "query": query, "limit": 10000}),
+                )
+                .await,
         );
         assert_eq!(
             count.body["count"].as_u64().unwrap(),
@@ -195,81 +181,77 @@ async fn bm25_token_exact_count_and_hybrid() {
 
     // token_match: any / all, in row-id order.
     let any = rows(
-        &post_json(
-            &client,
-            "/v1/token_match/lib",
-            &json!({"table": "docs", "column": "body", "tokens": ["DOG", "fox"]}),
-        )
-        .await,
+        &client
+            .post_json(
+                "/v1/token_match/lib",
+                &json!({"table": "docs", "column": "body", "tokens": ["DOG", "fox"]}),
+            )
+            .await,
     );
     assert_eq!(ids(&any), vec![0, 1, 3]);
     let all = rows(
-        &post_json(
-            &client,
-            "/v1/token_match/lib",
+        &client.post_json("/v1/token_match/lib",
             &json!({"table": "docs", "column": "body", "tokens": ["dog", "lazy"], "mode": "all"}),
         )
         .await,
     );
     assert_eq!(ids(&all), vec![0]);
     let limited = rows(
-        &post_json(
-            &client,
-            "/v1/token_match/lib",
-            &json!({"table": "docs", "column": "body", "tokens": ["the"], "limit": 1}),
-        )
-        .await,
+        &client
+            .post_json(
+                "/v1/token_match/lib",
+                &json!({"table": "docs", "column": "body", "tokens": ["the"], "limit": 1}),
+            )
+            .await,
     );
     assert_eq!(ids(&limited), vec![0]);
 
     // exact_match on a string and on an integer column.
     let animals = rows(
-        &post_json(
-            &client,
-            "/v1/exact_match/lib",
-            &json!({"table": "docs", "column": "tag", "value": "animal"}),
-        )
-        .await,
+        &client
+            .post_json(
+                "/v1/exact_match/lib",
+                &json!({"table": "docs", "column": "tag", "value": "animal"}),
+            )
+            .await,
     );
     assert_eq!(ids(&animals), vec![0, 1, 3]);
     let year = rows(
-        &post_json(
-            &client,
-            "/v1/exact_match/lib",
+        &client.post_json("/v1/exact_match/lib",
             &json!({"table": "docs", "column": "year", "value": 2021, "filter": "tag = 'tech'"}),
         )
         .await,
     );
     assert_eq!(ids(&year), vec![2]);
     let none = rows(
-        &post_json(
-            &client,
-            "/v1/exact_match/lib",
-            &json!({"table": "docs", "column": "tag", "value": "Animal"}),
-        )
-        .await,
+        &client
+            .post_json(
+                "/v1/exact_match/lib",
+                &json!({"table": "docs", "column": "tag", "value": "Animal"}),
+            )
+            .await,
     );
     assert!(none.is_empty());
 
     // hybrid: ranks from each list, fused score = sum of weight / (k + rank).
     let bm25 = ids(&rows(
-        &post_json(
-            &client,
-            "/v1/bm25_search/lib",
-            &json!({"table": "docs", "query": "fox dog", "limit": 100}),
-        )
-        .await,
+        &client
+            .post_json(
+                "/v1/bm25_search/lib",
+                &json!({"table": "docs", "query": "fox dog", "limit": 100}),
+            )
+            .await,
     ));
     let hybrid = rows(
-        &post_json(
-            &client,
-            "/v1/hybrid_search/lib",
-            &json!({
-                "table": "docs", "query": "fox dog", "vector": [0.0, 1.0, 0.1], "rrf_k": 10,
-                "weights": {"bm25": 2.0, "vector": 1.0}, "limit": 10
-            }),
-        )
-        .await,
+        &client
+            .post_json(
+                "/v1/hybrid_search/lib",
+                &json!({
+                    "table": "docs", "query": "fox dog", "vector": [0.0, 1.0, 0.1], "rrf_k": 10,
+                    "weights": {"bm25": 2.0, "vector": 1.0}, "limit": 10
+                }),
+            )
+            .await,
     );
     assert_eq!(hybrid.len(), 5, "{hybrid:?}");
     let mut last = f64::INFINITY;
@@ -308,67 +290,62 @@ async fn searches_see_every_write_and_never_a_deleted_row() {
     setup(&client).await;
     for round in 0..6 {
         let rows_in = json!([{"title": format!("fresh words round{round}"), "tag": "new", "emb": [0.0, 0.0, 1.0]}]);
-        let appended = post_json(
-            &client,
-            "/v1/append/lib?table=docs",
-            &json!({ "data": rows_in }),
-        )
-        .await;
+        let appended = client
+            .post_json("/v1/append/lib?table=docs", &json!({ "data": rows_in }))
+            .await;
         let id = appended.body["data"][0]["_row_id"].as_u64().unwrap();
         let found = rows(
-            &post_json(
-                &client,
-                "/v1/bm25_search/lib",
-                &json!({"table": "docs", "query": format!("round{round}")}),
-            )
-            .await,
+            &client
+                .post_json(
+                    "/v1/bm25_search/lib",
+                    &json!({"table": "docs", "query": format!("round{round}")}),
+                )
+                .await,
         );
         assert_eq!(ids(&found), vec![id], "round {round}");
         let exact = rows(
-            &post_json(
-                &client,
-                "/v1/exact_match/lib",
-                &json!({"table": "docs", "column": "tag", "value": "new", "limit": 100}),
-            )
-            .await,
+            &client
+                .post_json(
+                    "/v1/exact_match/lib",
+                    &json!({"table": "docs", "column": "tag", "value": "new", "limit": 100}),
+                )
+                .await,
         );
         assert_eq!(exact.len(), round + 1);
     }
     // Update a row: the old text no longer matches, the new one does, under the same row id.
     let predicate = "title%20%3D%20%27Lazy%20afternoons%27";
-    let updated = post_json(
-        &client,
-        &format!("/v1/update/lib?table=docs&predicate={predicate}"),
+    let updated = client.post_json(&format!("/v1/update/lib?table=docs&predicate={predicate}"),
         &json!({"data": [{"title": "Busy mornings", "body": "coffee", "tag": "animal", "year": 2021, "emb": [0.0, 1.0, 0.0]}]}),
     )
     .await;
     assert_eq!(updated.status, 200, "{updated:?}");
     let old = rows(
-        &post_json(
-            &client,
-            "/v1/bm25_search/lib",
-            &json!({"table": "docs", "query": "afternoons"}),
-        )
-        .await,
+        &client
+            .post_json(
+                "/v1/bm25_search/lib",
+                &json!({"table": "docs", "query": "afternoons"}),
+            )
+            .await,
     );
     assert!(old.is_empty(), "{old:?}");
     let new = rows(
-        &post_json(
-            &client,
-            "/v1/bm25_search/lib",
-            &json!({"table": "docs", "query": "coffee"}),
-        )
-        .await,
+        &client
+            .post_json(
+                "/v1/bm25_search/lib",
+                &json!({"table": "docs", "query": "coffee"}),
+            )
+            .await,
     );
     assert_eq!(ids(&new), vec![1]);
     assert_eq!(
-        post_json(
-            &client,
-            "/v1/count/lib",
-            &json!({"table": "docs", "query": "afternoons"})
-        )
-        .await
-        .body["count"],
+        client
+            .post_json(
+                "/v1/count/lib",
+                &json!({"table": "docs", "query": "afternoons"})
+            )
+            .await
+            .body["count"],
         0
     );
     // Delete: gone from every search.
@@ -377,39 +354,39 @@ async fn searches_see_every_write_and_never_a_deleted_row() {
         .await;
     assert_eq!(deleted.status, 200, "{deleted:?}");
     let fox = rows(
-        &post_json(
-            &client,
-            "/v1/bm25_search/lib",
-            &json!({"table": "docs", "query": "fox dog coffee"}),
-        )
-        .await,
+        &client
+            .post_json(
+                "/v1/bm25_search/lib",
+                &json!({"table": "docs", "query": "fox dog coffee"}),
+            )
+            .await,
     );
     assert!(fox.is_empty(), "{fox:?}");
     let tokens = rows(
-        &post_json(
-            &client,
-            "/v1/token_match/lib",
-            &json!({"table": "docs", "column": "body", "tokens": ["dog"]}),
-        )
-        .await,
+        &client
+            .post_json(
+                "/v1/token_match/lib",
+                &json!({"table": "docs", "column": "body", "tokens": ["dog"]}),
+            )
+            .await,
     );
     assert!(tokens.is_empty());
     let exact = rows(
-        &post_json(
-            &client,
-            "/v1/exact_match/lib",
-            &json!({"table": "docs", "column": "tag", "value": "animal"}),
-        )
-        .await,
+        &client
+            .post_json(
+                "/v1/exact_match/lib",
+                &json!({"table": "docs", "column": "tag", "value": "animal"}),
+            )
+            .await,
     );
     assert!(exact.is_empty());
     let hybrid = rows(
-        &post_json(
-            &client,
-            "/v1/hybrid_search/lib",
-            &json!({"table": "docs", "query": "fox", "vector": [1.0, 0.0, 0.0], "limit": 100}),
-        )
-        .await,
+        &client
+            .post_json(
+                "/v1/hybrid_search/lib",
+                &json!({"table": "docs", "query": "fox", "vector": [1.0, 0.0, 0.0], "limit": 100}),
+            )
+            .await,
     );
     assert!(hybrid.iter().all(|r| r["tag"] != "animal"), "{hybrid:?}");
     // Left: rows 2 and 4 and the six fresh ones with a vector (row 5 has none).
@@ -505,40 +482,37 @@ async fn bad_searches_are_400s_naming_the_problem() {
         ),
     ];
     for (path, body, needle) in cases {
-        let answer = post_json(&client, path, &body).await;
+        let answer = client.post_json(path, &body).await;
         assert_error(&answer, 400, needle);
     }
     // A table without indexes, and one that does not exist.
     let plain = json!({"name": "plain", "schema": [{"name": "a", "type": "utf8"}]});
     assert_eq!(client.create_table("lib", &plain).await.status, 200);
-    let answer = post_json(
-        &client,
-        "/v1/bm25_search/lib",
-        &json!({"table": "plain", "query": "x"}),
-    )
-    .await;
+    let answer = client
+        .post_json(
+            "/v1/bm25_search/lib",
+            &json!({"table": "plain", "query": "x"}),
+        )
+        .await;
     assert_error(&answer, 400, "no full-text columns");
-    let answer = post_json(
-        &client,
-        "/v1/hybrid_search/lib",
-        &json!({"table": "plain", "query": "x", "vector": [1.0]}),
-    )
-    .await;
+    let answer = client
+        .post_json(
+            "/v1/hybrid_search/lib",
+            &json!({"table": "plain", "query": "x", "vector": [1.0]}),
+        )
+        .await;
     assert_error(&answer, 400, "full-text");
-    let answer = post_json(
-        &client,
-        "/v1/count/lib",
-        &json!({"table": "missing", "query": "x"}),
-    )
-    .await;
+    let answer = client
+        .post_json("/v1/count/lib", &json!({"table": "missing", "query": "x"}))
+        .await;
     assert_eq!(answer.status, 404, "{answer:?}");
     // A vector of the wrong dimension is refused at append too, and nothing is applied.
-    let answer = post_json(
-        &client,
-        "/v1/append/lib?table=docs",
-        &json!({"data": [{"title": "x", "emb": [1.0]}]}),
-    )
-    .await;
+    let answer = client
+        .post_json(
+            "/v1/append/lib?table=docs",
+            &json!({"data": [{"title": "x", "emb": [1.0]}]}),
+        )
+        .await;
     assert_error(&answer, 400, "emb");
 }
 
@@ -634,13 +608,10 @@ async fn indexes_come_back_after_a_restart_without_a_rebuild() {
             })
             .collect();
         assert_eq!(
-            post_json(
-                &client,
-                "/v1/append/lib?table=docs",
-                &json!({ "data": batch })
-            )
-            .await
-            .status,
+            client
+                .post_json("/v1/append/lib?table=docs", &json!({ "data": batch }))
+                .await
+                .status,
             200
         );
     }
@@ -681,7 +652,7 @@ async fn indexes_come_back_after_a_restart_without_a_rebuild() {
     assert!(segment_dirs(&indexes) >= 1);
     let mut before = Vec::new();
     for (path, body) in &queries {
-        before.push(post_json(&client, path, body).await.body);
+        before.push(client.post_json(path, body).await.body);
     }
     assert!(server.stop());
     let written = files(&indexes);
@@ -689,11 +660,7 @@ async fn indexes_come_back_after_a_restart_without_a_rebuild() {
     let server = Server::start(dir.path(), &args);
     let client = server.client(&key);
     for ((path, body), expected) in queries.iter().zip(&before) {
-        assert_eq!(
-            &post_json(&client, path, body).await.body,
-            expected,
-            "{path}"
-        );
+        assert_eq!(&client.post_json(path, body).await.body, expected, "{path}");
     }
     let after = files(&indexes);
     for (path, modified) in &written {
@@ -710,7 +677,7 @@ async fn indexes_come_back_after_a_restart_without_a_rebuild() {
     let server = Server::start(dir.path(), &args);
     let client = server.client(&key);
     for ((path, body), expected) in queries.iter().zip(&before) {
-        let answer = post_json(&client, path, body).await;
+        let answer = client.post_json(path, body).await;
         if path.contains("hybrid") {
             // A rebuilt graph may order near-equal neighbours differently; the rows are the same.
             let mut got = ids(answer.body["data"].as_array().unwrap());
@@ -870,12 +837,12 @@ async fn bm25_and_knn_equal_brute_force_on_random_tables() {
                 .iter()
                 .map(|(t, v)| json!({"text": t, "v": v}))
                 .collect();
-            let answer = post_json(
-                &client,
-                &format!("/v1/append/rnd?table={table}"),
-                &json!({ "data": data }),
-            )
-            .await;
+            let answer = client
+                .post_json(
+                    &format!("/v1/append/rnd?table={table}"),
+                    &json!({ "data": data }),
+                )
+                .await;
             for ((text, v), row) in batch.into_iter().zip(rows(&answer)) {
                 let id = row["_row_id"].as_u64().unwrap();
                 docs.push((id, text));
@@ -888,12 +855,12 @@ async fn bm25_and_knn_equal_brute_force_on_random_tables() {
                 .collect();
             let query = query.join(" ");
             let k = rng.random_range(1..12);
-            let answer = post_json(
-                &client,
-                "/v1/bm25_search/rnd",
-                &json!({"table": table, "query": query, "limit": k}),
-            )
-            .await;
+            let answer = client
+                .post_json(
+                    "/v1/bm25_search/rnd",
+                    &json!({"table": table, "query": query, "limit": k}),
+                )
+                .await;
             let got: Vec<(u64, f64)> = rows(&answer)
                 .iter()
                 .map(|r| {
@@ -913,15 +880,15 @@ async fn bm25_and_knn_equal_brute_force_on_random_tables() {
 
             // k-NN through hybrid search with the BM25 side weighted 0: the vector ranks alone.
             let q: Vec<f32> = (0..4).map(|_| rng.random_range(-1.0f32..1.0)).collect();
-            let answer = post_json(
-                &client,
-                "/v1/hybrid_search/rnd",
-                &json!({
-                    "table": table, "query": "", "vector": q, "limit": k, "candidates": k,
-                    "weights": {"bm25": 0.0, "vector": 1.0}
-                }),
-            )
-            .await;
+            let answer = client
+                .post_json(
+                    "/v1/hybrid_search/rnd",
+                    &json!({
+                        "table": table, "query": "", "vector": q, "limit": k, "candidates": k,
+                        "weights": {"bm25": 0.0, "vector": 1.0}
+                    }),
+                )
+                .await;
             let q64: Vec<f64> = q.iter().map(|x| f64::from(*x)).collect();
             let by_id: HashMap<u64, &Vec<f64>> = vectors.iter().map(|(id, v)| (*id, v)).collect();
             let got: Vec<(u64, f64)> = rows(&answer)

@@ -11,30 +11,11 @@ mod common;
 
 use std::{
     path::{Path, PathBuf},
-    process::{Command, Output},
+    process::Output,
 };
 
-use common::{Server, account_with_key, docs_table};
+use common::{Server, account_with_key, docs_table, replay};
 use serde_json::json;
-
-fn replay_bin() -> PathBuf {
-    let path = Path::new(common::bin()).with_file_name("strata-replay");
-    assert!(
-        path.exists(),
-        "{} is missing: run the tests with --workspace",
-        path.display()
-    );
-    path
-}
-
-fn replay(dir: &Path, args: &[&str]) -> Output {
-    Command::new(replay_bin())
-        .args(args)
-        .arg("--data-dir")
-        .arg(dir)
-        .output()
-        .unwrap()
-}
 
 fn text(output: &Output) -> String {
     format!(

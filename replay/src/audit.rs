@@ -11,7 +11,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use clap::Args;
 use serde::Serialize;
 use strata_log::{
-    CommitLog, Envelope, PartitionId,
+    Envelope, PartitionId,
     envelope::Body,
     fence::{EpochFence, Verdict},
 };
@@ -80,7 +80,7 @@ impl Scope {
 }
 
 pub async fn run(audit: Audit) -> anyhow::Result<()> {
-    let log = read_log(&audit.location.data_dir()?)?;
+    let log = read_log(&audit.location).await?;
     let scope = audit.database.as_deref().map(Scope::parse);
     let partitions: Vec<PartitionId> = log
         .partitions()
@@ -95,7 +95,7 @@ pub async fn run(audit: Audit) -> anyhow::Result<()> {
         .collect();
     let from = audit.from.map(|t| t.timestamp_micros());
     let to = audit.to.map(|t| t.timestamp_micros());
-    let progress = progress::events(&log, &partitions).await?;
+    let progress = progress::events(log.as_ref(), &partitions).await?;
     let mut changes = Vec::new();
     for partition in &partitions {
         let mut fence = EpochFence::default();

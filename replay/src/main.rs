@@ -20,12 +20,12 @@ mod restore;
 mod server;
 mod verify;
 
-use std::path::{Path, PathBuf};
+use std::{path::PathBuf, sync::Arc};
 
 use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand};
-use strata_log::{CommitLog, FileLog, FileLogOptions};
+use strata_log::{CommitLog, FileLog, FileLogOptions, KafkaLog, KafkaOptions};
 use strata_projections::changes::event_json;
 
 #[derive(Parser)]
@@ -89,42 +89,125 @@ impl Location {
         if let Some(dir) = &self.data_dir {
             return Ok(dir.clone());
         }
-        let config = self
-            .config
-            .clone()
-            .or_else(|| std::env::var_os("STRATA_CONFIG").map(PathBuf::from));
-        if let Some(file) = config {
-            let text = std::fs::read_to_string(&file)
-                .with_context(|| format!("cannot read {}", file.display()))?;
-            let table: toml::Table =
-                toml::from_str(&text).with_context(|| format!("invalid {}", file.display()))?;
-            if let Some(dir) = table.get("data_dir").and_then(toml::Value::as_str) {
-                return Ok(PathBuf::from(dir));
-            }
+        if let Some(dir) = self
+            .config_file()?
+            .as_ref()
+            .and_then(|t| t.get("data_dir"))
+            .and_then(toml::Value::as_str)
+        {
+            return Ok(PathBuf::from(dir));
         }
         Ok(std::env::var_os("STRATA_DATA_DIR")
             .map_or_else(|| PathBuf::from("./data"), PathBuf::from))
     }
+
+    /// The configuration file's keys, if there is one (--config or STRATA_CONFIG).
+    fn config_file(&self) -> anyhow::Result<Option<toml::Table>> {
+        let Some(file) = self
+            .config
+            .clone()
+            .or_else(|| std::env::var_os("STRATA_CONFIG").map(PathBuf::from))
+        else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(&file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        Ok(Some(
+            toml::from_str(&text).with_context(|| format!("invalid {}", file.display()))?,
+        ))
+    }
+
+    /// The server's log, as its configuration says: `[log] backend` and `[log.kafka]` in the
+    /// file, overridden by STRATA_LOG_BACKEND and STRATA_LOG_KAFKA_* as for the server.
+    fn backend(&self) -> anyhow::Result<Backend> {
+        let file = self.config_file()?.unwrap_or_default();
+        let log = file.get("log").and_then(toml::Value::as_table);
+        let kafka = log
+            .and_then(|l| l.get("kafka"))
+            .and_then(toml::Value::as_table);
+        let setting = |env: &str, table: Option<&toml::Table>, key: &str, default: &str| {
+            std::env::var(env).ok().unwrap_or_else(|| {
+                table
+                    .and_then(|t| t.get(key))
+                    .map(|v| match v {
+                        toml::Value::String(text) => text.clone(),
+                        other => other.to_string(),
+                    })
+                    .unwrap_or_else(|| default.to_owned())
+            })
+        };
+        match setting("STRATA_LOG_BACKEND", log, "backend", "file").as_str() {
+            "file" => Ok(Backend::File),
+            "kafka" => {
+                let replication = setting(
+                    "STRATA_LOG_KAFKA_REPLICATION_FACTOR",
+                    kafka,
+                    "replication_factor",
+                    "1",
+                );
+                Ok(Backend::Kafka(KafkaOptions {
+                    replication_factor: replication.parse().with_context(|| {
+                        format!("log.kafka.replication_factor {replication:?} is not a number")
+                    })?,
+                    ..KafkaOptions::new(
+                        setting(
+                            "STRATA_LOG_KAFKA_BROKERS",
+                            kafka,
+                            "brokers",
+                            "127.0.0.1:9092",
+                        ),
+                        setting(
+                            "STRATA_LOG_KAFKA_TOPIC_PREFIX",
+                            kafka,
+                            "topic_prefix",
+                            "strata",
+                        ),
+                    )
+                }))
+            }
+            other => bail!("log.backend {other:?}: use \"file\" or \"kafka\""),
+        }
+    }
 }
 
-/// A read-only view of the log of `data_dir`, as it is now; a server may be writing it.
-pub(crate) fn read_log(data_dir: &Path) -> anyhow::Result<FileLog> {
+/// Where the server's log lives.
+enum Backend {
+    File,
+    Kafka(KafkaOptions),
+}
+
+/// A view of the server's log for reading, as it is now; a server may be writing it. For a
+/// FileLog, a read-only view of `<data_dir>/log`.
+pub(crate) async fn read_log(location: &Location) -> anyhow::Result<Arc<dyn CommitLog>> {
+    match location.backend()? {
+        Backend::File => {
+            let data_dir = location.data_dir()?;
+            let root = data_dir.join("log");
+            if !root.exists() {
+                bail!("{} holds no log", data_dir.display());
+            }
+            Ok(Arc::new(FileLog::open_read_only(&root).with_context(
+                || format!("cannot read the log in {}", root.display()),
+            )?))
+        }
+        Backend::Kafka(options) => Ok(Arc::new(KafkaLog::connect(options).await?)),
+    }
+}
+
+/// The server's log, for writing: no server may be using it (the caller holds the data
+/// directory's lock).
+pub(crate) async fn open_log(location: &Location) -> anyhow::Result<Arc<dyn CommitLog>> {
+    let data_dir = location.data_dir()?;
+    let options = match location.backend()? {
+        Backend::Kafka(options) => return Ok(Arc::new(KafkaLog::connect(options).await?)),
+        Backend::File => FileLogOptions::default(),
+    };
     let root = data_dir.join("log");
     if !root.exists() {
         bail!("{} holds no log", data_dir.display());
     }
-    FileLog::open_read_only(&root)
-        .with_context(|| format!("cannot read the log in {}", root.display()))
-}
-
-/// The log of `data_dir`, opened for writing: no server may be using it.
-pub(crate) fn open_log(data_dir: &Path) -> anyhow::Result<FileLog> {
-    let root = data_dir.join("log");
-    if !root.exists() {
-        bail!("{} holds no log", data_dir.display());
-    }
-    match FileLog::open(&root, FileLogOptions::default()) {
-        Ok(log) => Ok(log),
+    match FileLog::open(&root, options) {
+        Ok(log) => Ok(Arc::new(log)),
         Err(strata_log::Error::Locked { .. }) => bail!(
             "the log in {} is in use by a running server; stop it first",
             data_dir.display()
@@ -152,14 +235,14 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
 }
 
 async fn run_dump(dump: Dump) -> anyhow::Result<()> {
-    let log = read_log(&dump.location.data_dir()?)?;
+    let log = read_log(&dump.location).await?;
     let partitions = match &dump.partition {
         Some(name) => vec![strata_log::PartitionId::new(name.clone())?],
         None => log.partitions().await?,
     };
     let from = dump.from.map(|t| t.timestamp_micros());
     let to = dump.to.map(|t| t.timestamp_micros());
-    let progress = progress::events(&log, &partitions).await?;
+    let progress = progress::events(log.as_ref(), &partitions).await?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for partition in partitions {
         let mut next = 0;

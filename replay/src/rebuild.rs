@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use datafusion::execution::object_store::ObjectStoreUrl;
 use object_store::local::LocalFileSystem;
-use strata_log::{CommitLog, PartitionId};
+use strata_log::PartitionId;
 use strata_projections::{
     Projector, StateStore,
     catalog::CatalogProjection,
@@ -41,7 +41,7 @@ pub async fn run(rebuild: Rebuild) -> anyhow::Result<()> {
             data_dir.display()
         );
     };
-    let log: Arc<dyn CommitLog> = Arc::new(open_log(&data_dir)?);
+    let log = open_log(&rebuild.location).await?;
     let state = StateStore::open(data_dir.join("state"))?;
     let control = Projector::start(log.clone(), ControlProjection::open(&state)?).await?;
     let control = control.snapshot();

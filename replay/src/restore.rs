@@ -12,8 +12,6 @@
 //! the log here, stamped with each partition's newest leader epoch, and the server projects the
 //! new database when it next starts.
 
-use std::sync::Arc;
-
 use anyhow::bail;
 use chrono::Utc;
 use clap::Args;
@@ -60,7 +58,7 @@ pub async fn run(restore: Restore) -> anyhow::Result<()> {
         println!("{}", summary(&result));
         return Ok(());
     };
-    let log: Arc<dyn CommitLog> = Arc::new(open_log(&data_dir)?);
+    let log = open_log(&restore.location).await?;
     let state = StateStore::open(data_dir.join("state"))?;
     let control = Projector::start(log.clone(), ControlProjection::open(&state)?)
         .await?

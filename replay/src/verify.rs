@@ -11,12 +11,11 @@
 //! the table, the row counts, and the first offset of the table's log that touches a differing
 //! row.
 
-use std::{path::Path, sync::Arc};
+use std::path::Path;
 
 use anyhow::{Context, bail};
 use clap::Args;
 use serde_json::json;
-use strata_log::CommitLog;
 use strata_projections::{
     control::{Database, DatabaseStatus},
     verify::{Report, Side, bucket_skip, catalog_difference, compare_tables, control_difference},
@@ -56,7 +55,7 @@ pub async fn run(verify: Verify) -> anyhow::Result<bool> {
 }
 
 async fn offline(data_dir: &Path, verify: &Verify) -> anyhow::Result<Report> {
-    let log: Arc<dyn CommitLog> = Arc::new(open_log(data_dir)?);
+    let log = open_log(&verify.location).await?;
     let scratch = tempfile::Builder::new()
         .prefix("strata-verify-")
         .tempdir()

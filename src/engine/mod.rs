@@ -25,7 +25,7 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use datafusion::execution::object_store::ObjectStoreUrl;
 use object_store::ObjectStore;
-use strata_log::{CommitLog, FileLog, FileLogOptions};
+use strata_log::{CommitLog, FileLog, FileLogOptions, KafkaLog, KafkaOptions};
 use strata_projections::{
     Projector, StateStore,
     catalog::{CatalogProjection, CatalogState},
@@ -131,10 +131,14 @@ impl Engine {
                 Arc::new(blocking(move || FileLog::open(dir, options)).await??)
             }
             LogBackend::Kafka => {
-                return Err(Error::Internal(
-                    "log.backend = \"kafka\" is not available in this version; use \"file\""
-                        .to_owned(),
-                ));
+                let kafka = &config.log.kafka;
+                let options = KafkaOptions {
+                    replication_factor: i32::try_from(kafka.replication_factor).map_err(|_| {
+                        Error::BadRequest("log.kafka.replication_factor is too large".to_owned())
+                    })?,
+                    ..KafkaOptions::new(&kafka.brokers, &kafka.topic_prefix)
+                };
+                Arc::new(KafkaLog::connect(options).await?)
             }
         };
         let state_dir = config.data_dir.join("state");

@@ -17,15 +17,68 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_strata")
 }
 
+/// The commit log the servers and tools of these tests use, as environment variables for
+/// them: the data directory's FileLog, or, with STRATA_TEST_LOG=kafka, the broker in
+/// STRATA_TEST_KAFKA (scripts/test starts one; see [`kafka_env`]).
+pub fn log_env(dir: &Path) -> Vec<(&'static str, String)> {
+    match std::env::var("STRATA_TEST_LOG").as_deref() {
+        Ok("kafka") => kafka_env(dir),
+        Ok("file") | Err(_) => Vec::new(),
+        Ok(other) => panic!("STRATA_TEST_LOG={other:?}: use file or kafka"),
+    }
+}
+
+/// A Kafka-backed log for `dir`, whatever STRATA_TEST_LOG says: topics of a prefix derived from
+/// the data directory, so that every command on one directory shares one log and no two
+/// directories do.
+pub fn kafka_env(dir: &Path) -> Vec<(&'static str, String)> {
+    let brokers = std::env::var("STRATA_TEST_KAFKA").unwrap_or_else(|_| {
+        panic!("STRATA_TEST_KAFKA is not set: run the tests with scripts/test, which starts a Kafka-protocol broker")
+    });
+    std::fs::create_dir_all(dir).unwrap();
+    let dir = std::fs::canonicalize(dir).unwrap();
+    let hash = dir
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |hash, byte| {
+            (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+    vec![
+        ("STRATA_LOG_BACKEND", "kafka".to_owned()),
+        ("STRATA_LOG_KAFKA_BROKERS", brokers),
+        ("STRATA_LOG_KAFKA_TOPIC_PREFIX", format!("test-{hash:016x}")),
+    ]
+}
+
 /// Runs `strata <args> --data-dir <dir>` to completion.
 pub fn strata(dir: &Path, args: &[&str]) -> Output {
+    std::fs::create_dir_all(dir).unwrap();
     Command::new(bin())
         .args(args)
         .arg("--data-dir")
         .arg(dir)
+        .envs(log_env(dir))
         .env_remove("RUST_LOG")
         .output()
         .expect("run strata")
+}
+
+/// Runs `strata-replay <args> --data-dir <dir>` to completion, on the log `dir`'s servers use.
+pub fn replay(dir: &Path, args: &[&str]) -> Output {
+    let path = Path::new(bin()).with_file_name("strata-replay");
+    assert!(
+        path.exists(),
+        "{} is missing: run the tests with --workspace",
+        path.display()
+    );
+    Command::new(path)
+        .args(args)
+        .arg("--data-dir")
+        .arg(dir)
+        .envs(log_env(dir))
+        .output()
+        .expect("run strata-replay")
 }
 
 /// Runs an admin command that must succeed and returns its stdout.
@@ -69,6 +122,11 @@ pub struct Server {
 impl Server {
     /// Starts a server on `dir` (ports chosen by the OS) and waits until it answers.
     pub fn start(dir: &Path, extra: &[&str]) -> Server {
+        Self::start_with(dir, extra, &log_env(dir))
+    }
+
+    /// As [`Server::start`], with these environment variables.
+    pub fn start_with(dir: &Path, extra: &[&str], env: &[(&'static str, String)]) -> Server {
         std::fs::create_dir_all(dir).unwrap();
         let n = STARTS.fetch_add(1, Ordering::SeqCst);
         let log = dir.join(format!("serve-{n}.log"));
@@ -83,6 +141,7 @@ impl Server {
             .arg("--data-dir")
             .arg(dir)
             .args(extra)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .env_remove("RUST_LOG")
             .stdout(Stdio::null())
             .stderr(File::create(&log).unwrap())
@@ -162,6 +221,17 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.kill9();
+        // A failing test shows what its server said (the data directory goes with the test).
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(40)..];
+            eprintln!(
+                "--- last lines of {}:\n{}",
+                self.log.display(),
+                tail.join("\n")
+            );
+        }
     }
 }
 
@@ -210,6 +280,13 @@ impl Client {
         }
         let response = request.send().await.ok()?;
         Self::try_answer(response).await
+    }
+
+    /// POSTs a JSON body asking for a JSON answer.
+    pub async fn post_json(&self, path: &str, body: &Value) -> Answer {
+        self.try_send_json(reqwest::Method::POST, path, &body.to_string())
+            .await
+            .expect("the server answers")
     }
 
     /// A JSON request asking for a JSON answer; `None` when the server is gone.
