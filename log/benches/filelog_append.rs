@@ -21,6 +21,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::{
     fs::OpenOptions,
     io::Write,
@@ -28,15 +30,13 @@ use std::{
     path::{Path, PathBuf},
     sync::{
         Arc,
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicU64, Ordering},
     },
     time::{Duration, Instant},
 };
 
 use clap::Parser;
-use hdrhistogram::Histogram;
-use prost::Message;
-use strata_log::{CommitLog, Envelope, FileLog, FileLogOptions, PartitionId};
+use common::{Figure, file_log, histogram, median, median_of, row};
 
 #[derive(Parser)]
 struct Args {
@@ -57,30 +57,6 @@ struct Args {
     bench: bool,
 }
 
-struct Figure {
-    records: u64,
-    elapsed: Duration,
-    latency: Histogram<u64>,
-}
-
-impl Figure {
-    fn per_second(&self) -> f64 {
-        self.records as f64 / self.elapsed.as_secs_f64()
-    }
-    fn mib_per_second(&self, size: usize) -> f64 {
-        self.per_second() * size as f64 / (1024.0 * 1024.0)
-    }
-    /// Latency quantile in microseconds.
-    fn p(&self, q: f64) -> f64 {
-        self.latency.value_at_quantile(q) as f64
-    }
-}
-
-fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 60_000_000, 3).unwrap()
-}
-
-/// Bytes per file before the raw baseline starts a new one, as FileLog's default segment size.
 const ROLL_BYTES: usize = 64 << 20;
 
 /// One thread, `batch` records per write + fdatasync, a new file every [`ROLL_BYTES`].
@@ -177,107 +153,6 @@ fn raw_sync_per_record(dir: &Path, size: usize, writers: usize, run: Duration) -
 }
 
 /// An event whose encoding is `size` bytes.
-fn event_of_size(size: usize) -> Envelope {
-    let mut event = Envelope {
-        event_id: "01a20000-0000-7000-8000-000000000000".to_owned(),
-        timestamp_micros: 1_700_000_000_000_000,
-        principal: "bench".to_owned(),
-        epoch: 1,
-        ..Default::default()
-    };
-    let base = event.encoded_len();
-    // The request id carries the padding; its length prefix grows with it.
-    let mut pad = size.saturating_sub(base + 3);
-    event.request_id = "x".repeat(pad);
-    while event.encoded_len() > size && pad > 0 {
-        pad -= 1;
-        event.request_id = "x".repeat(pad);
-    }
-    while event.encoded_len() < size {
-        pad += 1;
-        event.request_id = "x".repeat(pad);
-    }
-    event
-}
-
-async fn filelog(dir: &Path, size: usize, writers: usize, run: Duration) -> Figure {
-    let root = dir.join("filelog");
-    let _ = std::fs::remove_dir_all(&root);
-    let log = Arc::new(FileLog::open(&root, FileLogOptions::default()).unwrap());
-    let partition = PartitionId::table("bench", "db", "t");
-    let event = event_of_size(size);
-    assert_eq!(event.encoded_len(), size);
-    // Create the partition before the clock starts.
-    log.append(&partition, vec![event.clone()]).await.unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..writers)
-        .map(|_| {
-            let (log, partition, event, stop) =
-                (log.clone(), partition.clone(), event.clone(), stop.clone());
-            tokio::spawn(async move {
-                let mut latency = histogram();
-                let mut records = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    let t = Instant::now();
-                    log.append(&partition, vec![event.clone()]).await.unwrap();
-                    latency
-                        .record((t.elapsed().as_micros() as u64).max(1))
-                        .unwrap();
-                    records += 1;
-                }
-                (records, latency)
-            })
-        })
-        .collect();
-    tokio::time::sleep(run).await;
-    stop.store(true, Ordering::Relaxed);
-    let mut latency = histogram();
-    let mut records = 0;
-    for task in tasks {
-        let (n, h) = task.await.unwrap();
-        records += n;
-        latency.add(h).unwrap();
-    }
-    let elapsed = started.elapsed();
-    drop(log);
-    let _ = std::fs::remove_dir_all(&root);
-    Figure {
-        records,
-        elapsed,
-        latency,
-    }
-}
-
-/// The run whose throughput is the median of `runs`.
-fn median(mut runs: Vec<Figure>) -> Figure {
-    runs.sort_by(|a, b| a.per_second().total_cmp(&b.per_second()));
-    let middle = runs.len() / 2;
-    runs.swap_remove(middle)
-}
-
-fn median_of(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-fn row(label: &str, size: usize, writers: usize, figure: &Figure, ratio: Option<f64>) {
-    let ratio = ratio.map_or("1.00 (baseline)".to_owned(), |r| format!("{r:.2}"));
-    println!(
-        "| {label} | {} | {writers} | {:.0} | {:.1} | {:.0} | {:.0} | {ratio} |",
-        if size >= 1024 {
-            format!("{} KiB", size / 1024)
-        } else {
-            format!("{size} B")
-        },
-        figure.per_second(),
-        figure.mib_per_second(size),
-        figure.p(0.5),
-        figure.p(0.99),
-    );
-    std::io::stdout().flush().unwrap();
-}
-
 fn main() {
     let args = Args::parse();
     let run = Duration::from_secs_f64(args.seconds);
@@ -317,7 +192,8 @@ fn main() {
                     naives.push(naive);
                 }
                 for ((_, runtime), (figures, ratios)) in runtimes.iter().zip(&mut logs) {
-                    let log = runtime.block_on(filelog(&scratch, size, writers, run));
+                    let log =
+                        runtime.block_on(file_log(&scratch.join("filelog"), size, writers, run));
                     ratios.push(log.per_second() / raw.per_second());
                     figures.push(log);
                 }

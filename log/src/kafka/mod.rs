@@ -6,7 +6,8 @@
 //!   the topics never need to decode topic names; the value is the protobuf `Envelope` (offset
 //!   and partition left empty: the Kafka offset is the strata offset).
 //! - Appends use an idempotent producer with `acks=all`: an append is answered once every
-//!   in-sync replica has its events. Within one process appends to a partition are serialized,
+//!   in-sync replica has its events. Within one process an append queues its records without
+//!   another append's in between (appends still pipeline: none waits for another's delivery),
 //!   so a batch gets consecutive offsets; if another process's records land between them (two
 //!   nodes writing one partition, which only a takeover race does), the append fails.
 //! - Reads fetch from the partition's offset with a consumer that is assigned, never
@@ -99,8 +100,8 @@ struct Inner {
     metadata: Arc<BaseConsumer>,
     /// Topics known to exist.
     topics: Mutex<HashSet<String>>,
-    /// One append at a time per partition, so that a batch's offsets are consecutive.
-    appending: Mutex<HashMap<PartitionId, Arc<tokio::sync::Mutex<()>>>>,
+    /// Held while an append queues its records, so that a batch's offsets are consecutive.
+    appending: Mutex<HashMap<PartitionId, Arc<Mutex<()>>>>,
     /// Readers by partition, each positioned where its last read ended.
     readers: Mutex<HashMap<PartitionId, Arc<tokio::sync::Mutex<Reader>>>>,
     watermarks: Arc<Watermarks>,
@@ -287,33 +288,41 @@ impl CommitLog for KafkaLog {
             });
         }
         let topic = self.ensure_topic(partition).await?;
-        let lock = self
-            .inner
-            .appending
-            .lock()
-            .entry(partition.clone())
-            .or_default()
-            .clone();
-        let _one_at_a_time = lock.lock().await;
         let key = partition.as_str().as_bytes();
-        // Queued in order; the idempotent producer keeps that order on the broker.
-        let sends: Vec<_> = records
-            .iter()
-            .zip(&events)
-            .map(|(payload, event)| {
+        // Queued together, in order, under the partition's lock; the idempotent producer keeps
+        // that order on the broker, so the records get consecutive offsets. Deliveries are
+        // awaited without the lock: appends to a partition pipeline.
+        let deliveries = {
+            let lock = self
+                .inner
+                .appending
+                .lock()
+                .entry(partition.clone())
+                .or_default()
+                .clone();
+            let _queue_in_order = lock.lock();
+            let mut deliveries = Vec::with_capacity(records.len());
+            for (payload, event) in records.iter().zip(&events) {
                 let record = FutureRecord::to(&topic)
                     .partition(0)
                     .key(key)
                     .payload(payload)
                     .timestamp(event.timestamp_micros / 1000);
-                self.inner.producer.send(record, self.inner.options.timeout)
-            })
-            .collect();
-        let mut offsets = Vec::with_capacity(sends.len());
-        for delivery in futures::future::join_all(sends).await {
+                let delivery = self
+                    .inner
+                    .producer
+                    .send_result(record)
+                    .map_err(|(error, _)| kafka("queueing an event")(error))?;
+                deliveries.push(delivery);
+            }
+            deliveries
+        };
+        let mut offsets = Vec::with_capacity(deliveries.len());
+        for delivery in futures::future::join_all(deliveries).await {
             match delivery {
-                Ok(delivery) => offsets.push(u64::try_from(delivery.offset).unwrap_or(0)),
-                Err((error, _)) => return Err(kafka("appending")(error)),
+                Ok(Ok(delivery)) => offsets.push(u64::try_from(delivery.offset).unwrap_or(0)),
+                Ok(Err((error, _))) => return Err(kafka("appending")(error)),
+                Err(_) => return Err(Error::Closed),
             }
         }
         let first = offsets[0];
