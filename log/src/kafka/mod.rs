@@ -11,12 +11,15 @@
 //!   so a batch gets consecutive offsets; if another process's records land between them (two
 //!   nodes writing one partition, which only a takeover race does), the append fails.
 //! - Reads fetch from the partition's offset with a consumer that is assigned, never
-//!   subscribed: no consumer group state. Readers see only records below the high watermark, that
+//!   subscribed: no consumer group state. A partition keeps its consumer between reads (a
+//!   projection following it reads on from where it stopped); the least recently used are
+//!   closed past `readers` of them. Readers see only records below the high watermark, that
 //!   is, replicated to every in-sync replica.
 //! - Single-writer fencing is the readers' rule (`crate::fence`), so it needs nothing from the
 //!   broker: no transactions, which some Kafka-protocol brokers lack.
 //! - Waiting for new events: this process's appends wake waiters at once; other processes' are
-//!   seen by polling the watermark every `poll_interval`.
+//!   seen by polling the watermark, every `poll_interval` at first, less often while nothing
+//!   arrives (up to `max_poll_interval`).
 
 mod names;
 
@@ -58,8 +61,13 @@ pub struct KafkaOptions {
     pub replication_factor: i32,
     /// The largest event, in bytes (producer `message.max.bytes`, topic `max.message.bytes`).
     pub max_event_bytes: usize,
-    /// How often a waiter polls the broker for other processes' appends.
+    /// How often a waiter first polls the broker for other processes' appends; the interval
+    /// doubles while nothing arrives, up to `max_poll_interval`.
     pub poll_interval: Duration,
+    pub max_poll_interval: Duration,
+    /// Consumers kept for reads, one per partition read recently (each is a librdkafka client
+    /// with threads of its own); past this many, the least recently used idle one is closed.
+    pub readers: usize,
     /// How long a request to the broker may take before it fails.
     pub timeout: Duration,
 }
@@ -72,6 +80,8 @@ impl KafkaOptions {
             replication_factor: 1,
             max_event_bytes: 64 << 20,
             poll_interval: Duration::from_millis(50),
+            max_poll_interval: Duration::from_secs(1),
+            readers: 32,
             timeout: Duration::from_secs(30),
         }
     }
@@ -102,8 +112,8 @@ struct Inner {
     topics: Mutex<HashSet<String>>,
     /// Held while an append queues its records, so that a batch's offsets are consecutive.
     appending: Mutex<HashMap<PartitionId, Arc<Mutex<()>>>>,
-    /// Readers by partition, each positioned where its last read ended.
-    readers: Mutex<HashMap<PartitionId, Arc<tokio::sync::Mutex<Reader>>>>,
+    /// A reader per partition read recently, least recently used first.
+    readers: Mutex<Vec<(PartitionId, Arc<tokio::sync::Mutex<Reader>>)>>,
     watermarks: Arc<Watermarks>,
 }
 
@@ -113,7 +123,8 @@ impl Drop for Inner {
     }
 }
 
-/// A consumer assigned to one topic, and the offset its next message will have.
+/// A consumer assigned to one partition's topic, and the offset its next message will have
+/// (reassigning costs a round of fetches, so a partition keeps its consumer).
 struct Reader {
     consumer: StreamConsumer,
     next: Option<u64>,
@@ -152,7 +163,7 @@ impl KafkaLog {
                 metadata: Arc::new(metadata),
                 topics: Mutex::new(HashSet::new()),
                 appending: Mutex::new(HashMap::new()),
-                readers: Mutex::new(HashMap::new()),
+                readers: Mutex::new(Vec::new()),
                 watermarks: Arc::new(Watermarks::default()),
             }),
         };
@@ -245,10 +256,20 @@ impl KafkaLog {
         .await
     }
 
+    /// The reader of `partition`, made if there is none; the least recently used idle reader
+    /// of another partition is closed when there are too many.
     fn reader(&self, partition: &PartitionId) -> Result<Arc<tokio::sync::Mutex<Reader>>> {
         let mut readers = self.inner.readers.lock();
-        if let Some(reader) = readers.get(partition) {
-            return Ok(reader.clone());
+        if let Some(at) = readers.iter().position(|(p, _)| p == partition) {
+            let entry = readers.remove(at);
+            let reader = entry.1.clone();
+            readers.push(entry);
+            return Ok(reader);
+        }
+        if readers.len() >= self.inner.options.readers.max(1)
+            && let Some(idle) = readers.iter().position(|(_, r)| r.try_lock().is_ok())
+        {
+            readers.remove(idle);
         }
         let consumer: StreamConsumer = consumer_config(&self.inner.options)
             .create()
@@ -257,8 +278,56 @@ impl KafkaLog {
             consumer,
             next: None,
         }));
-        readers.insert(partition.clone(), reader.clone());
+        readers.push((partition.clone(), reader.clone()));
         Ok(reader)
+    }
+
+    /// Reads `wanted` events of `partition` from `from`, which the broker has.
+    async fn read_with(
+        &self,
+        reader: &mut Reader,
+        partition: &PartitionId,
+        from: u64,
+        wanted: usize,
+    ) -> Result<Vec<Envelope>> {
+        if reader.next != Some(from) {
+            reader.next = None;
+            let mut assignment = TopicPartitionList::new();
+            assignment
+                .add_partition_offset(&self.topic(partition), 0, Offset::Offset(from as i64))
+                .map_err(kafka("assigning a partition"))?;
+            reader
+                .consumer
+                .assign(&assignment)
+                .map_err(kafka("assigning a partition"))?;
+        }
+        let mut out = Vec::with_capacity(wanted);
+        let timeout = self.inner.options.timeout;
+        while out.len() < wanted {
+            let expected = from + out.len() as u64;
+            let message = match tokio::time::timeout(timeout, reader.consumer.recv()).await {
+                Ok(Ok(message)) => message,
+                Ok(Err(error)) => return Err(kafka("reading")(error)),
+                Err(_) => {
+                    return Err(Error::Backend(format!(
+                        "reading {partition} from offset {expected}: no event within {timeout:?}"
+                    )));
+                }
+            };
+            let offset = u64::try_from(message.offset()).unwrap_or(0);
+            if offset != expected {
+                return Err(Error::Backend(format!(
+                    "reading {partition}: expected offset {expected}, the broker sent {offset}"
+                )));
+            }
+            out.push(Envelope::decode_stored(
+                message.payload().unwrap_or_default(),
+                partition,
+                offset,
+            )?);
+        }
+        reader.next = Some(from + out.len() as u64);
+        Ok(out)
     }
 }
 
@@ -347,53 +416,14 @@ impl CommitLog for KafkaLog {
         if wanted == 0 {
             return Ok(Vec::new());
         }
-        let topic = self.topic(partition);
         let reader = self.reader(partition)?;
         let mut reader = reader.lock().await;
-        if reader.next != Some(from) {
-            let mut assignment = TopicPartitionList::new();
-            assignment
-                .add_partition_offset(&topic, 0, Offset::Offset(from as i64))
-                .map_err(kafka("assigning a partition"))?;
-            reader
-                .consumer
-                .assign(&assignment)
-                .map_err(kafka("assigning a partition"))?;
-            reader.next = Some(from);
+        let read = self.read_with(&mut reader, partition, from, wanted).await;
+        if read.is_err() {
+            // Its position is unknown.
+            reader.next = None;
         }
-        let mut out = Vec::with_capacity(wanted);
-        let timeout = self.inner.options.timeout;
-        while out.len() < wanted {
-            let message = match tokio::time::timeout(timeout, reader.consumer.recv()).await {
-                Ok(Ok(message)) => message,
-                Ok(Err(error)) => {
-                    reader.next = None;
-                    return Err(kafka("reading")(error));
-                }
-                Err(_) => {
-                    reader.next = None;
-                    return Err(Error::Backend(format!(
-                        "reading {partition} from offset {}: no event within {timeout:?}",
-                        from + out.len() as u64
-                    )));
-                }
-            };
-            let offset = u64::try_from(message.offset()).unwrap_or(0);
-            let expected = from + out.len() as u64;
-            if offset != expected {
-                reader.next = None;
-                return Err(Error::Backend(format!(
-                    "reading {partition}: expected offset {expected}, the broker sent {offset}"
-                )));
-            }
-            out.push(Envelope::decode_stored(
-                message.payload().unwrap_or_default(),
-                partition,
-                offset,
-            )?);
-        }
-        reader.next = Some(from + out.len() as u64);
-        Ok(out)
+        read
     }
 
     async fn high_water_mark(&self, partition: &PartitionId) -> Result<u64> {
@@ -403,12 +433,15 @@ impl CommitLog for KafkaLog {
     }
 
     async fn wait_for(&self, partition: &PartitionId, offset: u64) -> Result<()> {
+        let mut interval = self.inner.options.poll_interval;
         loop {
-            let poll = tokio::time::sleep(self.inner.options.poll_interval);
+            let poll = tokio::time::sleep(interval);
             tokio::select! {
                 reached = self.inner.watermarks.wait_for(partition, offset) => return reached,
                 () = poll => {
+                    // Publishes what other processes appended; the wait above then sees it.
                     self.high_water_mark(partition).await?;
+                    interval = (interval * 2).min(self.inner.options.max_poll_interval);
                 }
             }
         }
@@ -436,10 +469,15 @@ impl CommitLog for KafkaLog {
         let topic = self.topic(partition);
         // No consumer of ours may be assigned to a topic being deleted: librdkafka 2.12 crashes
         // updating its metadata cache when the broker drops a topic a consumer fetches from.
-        let reader = self.inner.readers.lock().remove(partition);
+        let reader = {
+            let mut readers = self.inner.readers.lock();
+            let at = readers.iter().position(|(p, _)| p == partition);
+            at.map(|at| readers.remove(at).1)
+        };
         if let Some(reader) = reader {
-            let reader = reader.lock().await;
             reader
+                .lock()
+                .await
                 .consumer
                 .unassign()
                 .map_err(kafka("unassigning a partition"))?;

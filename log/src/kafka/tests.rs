@@ -44,3 +44,51 @@ mod conformance {
     use super::*;
     crate::commit_log_conformance!(fresh_log);
 }
+
+/// Tails of six partitions with room for two readers: each sees its own events, in order, while
+/// readers are closed and made again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_partitions_are_read_through_a_few_readers() {
+    use futures::StreamExt;
+
+    use crate::{CommitLog, PartitionId, conformance::event};
+
+    let options = KafkaOptions {
+        readers: 2,
+        ..KafkaOptions::new(brokers(), fresh_prefix())
+    };
+    let log: std::sync::Arc<dyn CommitLog> =
+        std::sync::Arc::new(KafkaLog::connect(options).await.unwrap());
+    let partitions: Vec<PartitionId> = (0..6)
+        .map(|i| PartitionId::table("a", "db", &format!("t{i}")))
+        .collect();
+    let tails: Vec<_> = partitions
+        .iter()
+        .map(|p| {
+            let tail = crate::tail(log.clone(), p.clone(), 0);
+            tokio::spawn(async move {
+                tail.take(5)
+                    .map(|e| e.unwrap().event_id)
+                    .collect::<Vec<_>>()
+                    .await
+            })
+        })
+        .collect();
+    for round in 0..5 {
+        for (i, p) in partitions.iter().enumerate() {
+            log.append(p, vec![event(&format!("p{i}-{round}"), 0)])
+                .await
+                .unwrap();
+        }
+    }
+    for (i, tail) in tails.into_iter().enumerate() {
+        let seen = tokio::time::timeout(std::time::Duration::from_secs(30), tail)
+            .await
+            .expect("a tail fell behind")
+            .unwrap();
+        assert_eq!(
+            seen,
+            (0..5).map(|r| format!("p{i}-{r}")).collect::<Vec<_>>()
+        );
+    }
+}
