@@ -35,6 +35,7 @@ impl Envelope {
         match &self.body {
             None => "unknown",
             Some(Body::LeaderEpoch(_)) => "leader_epoch",
+            Some(Body::NodeHeartbeat(_)) => "node_heartbeat",
             Some(Body::AccountCreated(_)) => "account_created",
             Some(Body::PaymentMethodSet(_)) => "payment_method_set",
             Some(Body::ApiKeyCreated(_)) => "api_key_created",

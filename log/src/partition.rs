@@ -22,6 +22,11 @@ impl PartitionId {
         PartitionId("_control".to_owned())
     }
 
+    /// The partition of cluster membership: every node's heartbeats.
+    pub fn cluster() -> Self {
+        PartitionId("_cluster".to_owned())
+    }
+
     /// The catalog partition of one database: table creation and drop.
     pub fn catalog(account: &str, database: &str) -> Self {
         PartitionId(format!("{account}/{database}/_catalog"))

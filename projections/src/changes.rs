@@ -47,6 +47,14 @@ pub fn body_json(body: Option<&Body>) -> Result<Value> {
     Ok(match body {
         None => Value::Null,
         Some(Body::LeaderEpoch(b)) => json!({"epoch": b.epoch, "node": b.node}),
+        Some(Body::NodeHeartbeat(b)) => json!({
+            "node": b.node,
+            "data_addr": b.data_addr,
+            "platform_addr": b.platform_addr,
+            "incarnation": b.incarnation,
+            "lease_ms": b.lease_ms,
+            "leaving": b.leaving,
+        }),
         Some(Body::AccountCreated(b)) => json!({"name": b.name, "enterprise": b.enterprise}),
         Some(Body::PaymentMethodSet(b)) => json!({"account": b.account}),
         Some(Body::ApiKeyCreated(b)) => json!({

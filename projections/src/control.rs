@@ -225,6 +225,7 @@ impl ControlState {
             }
             // Not control-partition events.
             Body::LeaderEpoch(_)
+            | Body::NodeHeartbeat(_)
             | Body::TableCreated(_)
             | Body::TableDropped(_)
             | Body::RowsAppended(_)

@@ -108,7 +108,9 @@ pub async fn run(audit: Audit) -> anyhow::Result<()> {
             next = last.offset + 1;
             progress.inc(events.len() as u64);
             for event in events {
+                // Heartbeats of cluster nodes change nothing either.
                 if fence.judge(&event) != Verdict::Admit
+                    || matches!(event.body, Some(Body::NodeHeartbeat(_)))
                     || from.is_some_and(|t| event.timestamp_micros < t)
                     || to.is_some_and(|t| event.timestamp_micros >= t)
                 {
@@ -176,7 +178,7 @@ fn ids(row_ids: &[u64]) -> String {
 fn describe(event: &Envelope) -> Change {
     let (mut account, mut database, mut table) = split(&event.partition);
     let detail = match &event.body {
-        None | Some(Body::LeaderEpoch(_)) => String::new(),
+        None | Some(Body::LeaderEpoch(_)) | Some(Body::NodeHeartbeat(_)) => String::new(),
         Some(Body::AccountCreated(b)) => {
             account = Some(b.name.clone());
             match b.enterprise {
