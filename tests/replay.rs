@@ -58,13 +58,7 @@ async fn written(dir: &Path) {
             })
             .collect();
         for table in ["docs", "more"] {
-            let answer = client
-                .post(
-                    &format!("/v1/append/shop?table={table}"),
-                    &json!({ "data": rows }).to_string(),
-                )
-                .await;
-            assert_eq!(answer.status, 200, "{answer:?}");
+            append_rows(&client, table, json!(rows)).await;
         }
     }
     // Every append of docs in segments (offsets: a leader marker, then one per write).
@@ -76,14 +70,12 @@ async fn written(dir: &Path) {
     assert_eq!(answer.status, 200, "{answer:?}");
     // Enough rows for another flush of docs: its manifest's checkpoint is past the delete, so a
     // restart takes the delete from the manifest alone.
-    let rows = json!([{"title": "x"}, {"title": "y"}, {"title": "z"}]);
-    let answer = client
-        .post(
-            "/v1/append/shop?table=docs",
-            &json!({ "data": rows }).to_string(),
-        )
-        .await;
-    assert_eq!(answer.status, 200, "{answer:?}");
+    append_rows(
+        &client,
+        "docs",
+        json!([{"title": "x"}, {"title": "y"}, {"title": "z"}]),
+    )
+    .await;
     wait_for_flush(dir, 8).await;
     assert!(server.stop());
 }
@@ -438,13 +430,7 @@ async fn beside_a_running_server_under_writes_dump_audit_and_verify_work() {
                 }
                 let titles = [format!("w{n}a"), format!("w{n}b")];
                 let rows: Vec<_> = titles.iter().map(|t| json!({"title": t})).collect();
-                let answer = client
-                    .post(
-                        "/v1/append/shop?table=docs",
-                        &json!({ "data": rows }).to_string(),
-                    )
-                    .await;
-                assert_eq!(answer.status, 200, "{answer:?}");
+                append_rows(&client, "docs", json!(rows)).await;
                 acknowledged.extend(titles);
                 if n % 5 == 4 {
                     update_title(&client, "docs", n, &format!("u{n}")).await;
@@ -516,6 +502,17 @@ async fn titles(server: &Server, key: &str, database: &str, table: &str) -> Vec<
         .collect()
 }
 
+/// Appends `rows` (a JSON array) to shop.`table`.
+async fn append_rows(client: &common::Client, table: &str, rows: serde_json::Value) {
+    let answer = client
+        .post(
+            &format!("/v1/append/shop?table={table}"),
+            &json!({ "data": rows }).to_string(),
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+}
+
 /// Updates the title of row `id` of shop.`table`.
 async fn update_title(client: &common::Client, table: &str, id: u64, title: &str) {
     let answer = client
@@ -562,15 +559,7 @@ async fn restore_copies_a_database(running: Running) {
     let append = |titles: &[&str]| {
         let rows: Vec<_> = titles.iter().map(|t| json!({"title": t})).collect();
         let client = client.clone();
-        async move {
-            let answer = client
-                .post(
-                    "/v1/append/shop?table=docs",
-                    &json!({ "data": rows }).to_string(),
-                )
-                .await;
-            assert_eq!(answer.status, 200, "{answer:?}");
-        }
+        async move { append_rows(&client, "docs", json!(rows)).await }
     };
     // Offsets of docs: 0 the leader's marker, 1 the first append, 2 the update, 3 the delete.
     append(&["a", "b", "c"]).await;
