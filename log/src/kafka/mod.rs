@@ -245,14 +245,39 @@ impl KafkaLog {
     async fn fetch_end(&self, topic: String) -> Result<u64> {
         let metadata = self.inner.metadata.clone();
         let timeout = self.inner.options.timeout;
-        blocking(
-            move || match metadata.fetch_watermarks(&topic, 0, timeout) {
+        blocking(move || {
+            let unknown = |error: &KafkaError| {
+                matches!(
+                    error,
+                    KafkaError::MetadataFetch(
+                        RDKafkaErrorCode::UnknownTopicOrPartition
+                            | RDKafkaErrorCode::UnknownPartition
+                    )
+                )
+            };
+            match metadata.fetch_watermarks(&topic, 0, timeout) {
                 Ok((_, high)) => Ok(u64::try_from(high).unwrap_or(0)),
-                Err(KafkaError::MetadataFetch(RDKafkaErrorCode::UnknownTopicOrPartition))
-                | Err(KafkaError::MetadataFetch(RDKafkaErrorCode::UnknownPartition)) => Ok(0),
+                Err(error) if unknown(&error) => {
+                    // The client's metadata cache may predate the topic: another node created it
+                    // since. Ask the broker about it (this does not create it), and try again.
+                    let known = metadata
+                        .fetch_metadata(Some(&topic), timeout)
+                        .map_err(kafka("reading a topic's metadata"))?
+                        .topics()
+                        .iter()
+                        .any(|t| t.name() == topic && t.error().is_none());
+                    if !known {
+                        return Ok(0);
+                    }
+                    match metadata.fetch_watermarks(&topic, 0, timeout) {
+                        Ok((_, high)) => Ok(u64::try_from(high).unwrap_or(0)),
+                        Err(error) if unknown(&error) => Ok(0),
+                        Err(error) => Err(kafka("reading a watermark")(error)),
+                    }
+                }
                 Err(error) => Err(kafka("reading a watermark")(error)),
-            },
-        )
+            }
+        })
         .await
     }
 

@@ -45,6 +45,33 @@ mod conformance {
     crate::commit_log_conformance!(fresh_log);
 }
 
+/// Two logs on one prefix, as two nodes have: a partition one of them creates after the other
+/// looked for it (and found nothing, without creating it) is seen by the other, end and events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_another_log_creates_is_seen() {
+    use crate::{CommitLog, PartitionId, conformance::event};
+
+    let prefix = fresh_prefix();
+    let connect = || KafkaLog::connect(KafkaOptions::new(brokers(), prefix.clone()));
+    let (a, b) = (connect().await.unwrap(), connect().await.unwrap());
+    let partition = PartitionId::table("acme", "db", "t");
+    assert_eq!(b.high_water_mark(&partition).await.unwrap(), 0);
+    assert!(b.read(&partition, 0, 10).await.unwrap().is_empty());
+    assert!(!a.partitions().await.unwrap().contains(&partition));
+    a.append(&partition, vec![event("e1", 0), event("e2", 0)])
+        .await
+        .unwrap();
+    assert_eq!(b.high_water_mark(&partition).await.unwrap(), 2);
+    let read: Vec<String> = b
+        .read(&partition, 0, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event_id)
+        .collect();
+    assert_eq!(read, ["e1", "e2"]);
+}
+
 /// Tails of six partitions with room for two readers: each sees its own events, in order, while
 /// readers are closed and made again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
