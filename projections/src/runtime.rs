@@ -30,6 +30,9 @@ struct Applied<S> {
     checkpoint: Checkpoint,
     snapshot: S,
     failure: Option<Arc<str>>,
+    /// The offset of the leader-epoch marker that set `checkpoint.epoch`, when this projector
+    /// applied it (see [`Projector::epoch_marker`]).
+    marker: Option<u64>,
 }
 
 /// A running projection: its latest snapshot, and a task following its partition.
@@ -98,6 +101,7 @@ impl<S: Clone + Send + Sync + 'static> Projector<S> {
                 ),
             });
         }
+        let mut marker = None;
         while checkpoint.next_offset < end {
             let events = log
                 .read(&partition, checkpoint.next_offset, CATCH_UP_BATCH)
@@ -105,16 +109,20 @@ impl<S: Clone + Send + Sync + 'static> Projector<S> {
             if events.is_empty() {
                 break;
             }
-            (projection, checkpoint) = apply_batch(projection, checkpoint, events).await?;
+            let batch_marker;
+            (projection, checkpoint, batch_marker) =
+                apply_batch(projection, checkpoint, events).await?;
+            marker = batch_marker.or(marker);
         }
         tracing::debug!(%partition, next_offset = checkpoint.next_offset, "projection caught up");
         let (publish, applied) = watch::channel(Applied {
             checkpoint,
             snapshot: projection.snapshot(),
             failure: None,
+            marker,
         });
         let publish = Arc::new(publish);
-        let task = tokio::spawn(follow(log, projection, checkpoint, publish.clone()));
+        let task = tokio::spawn(follow(log, projection, checkpoint, marker, publish.clone()));
         Ok(Projector {
             partition,
             applied,
@@ -140,6 +148,14 @@ impl<S: Clone + Send + Sync + 'static> Projector<S> {
 
     pub fn checkpoint(&self) -> Checkpoint {
         self.applied.borrow().checkpoint
+    }
+
+    /// The offset of the leader-epoch marker that set the newest epoch, if this projector
+    /// applied it: a leader that appended a marker at offset `o` holds the partition exactly
+    /// when this is `Some(o)` once `o` is applied. A marker of the same epoch appended by
+    /// another leader just before it, or a newer one after it, makes it differ.
+    pub fn epoch_marker(&self) -> Option<u64> {
+        self.applied.borrow().marker
     }
 
     /// The latest applied state with the checkpoint it is at, read together.
@@ -179,6 +195,7 @@ async fn follow<P: Projection>(
     log: Arc<dyn CommitLog>,
     mut projection: P,
     mut checkpoint: Checkpoint,
+    mut marker: Option<u64>,
     publish: Arc<watch::Sender<Applied<P::Snapshot>>>,
 ) {
     let partition = projection.partition().clone();
@@ -192,13 +209,15 @@ async fn follow<P: Projection>(
             Err(error) => Err(error.into()),
         };
         match outcome {
-            Ok((applied, next)) => {
+            Ok((applied, next, batch_marker)) => {
                 projection = applied;
                 checkpoint = next;
+                marker = batch_marker.or(marker);
                 publish.send_replace(Applied {
                     checkpoint,
                     snapshot: projection.snapshot(),
                     failure: None,
+                    marker,
                 });
             }
             Err(error) => {
@@ -211,14 +230,14 @@ async fn follow<P: Projection>(
 }
 
 /// Fences `events` (consecutive, from `checkpoint.next_offset`) and applies the admitted ones on
-/// a blocking thread.
+/// a blocking thread; also returns the offset of the last marker that moved the fence.
 async fn apply_batch<P: Projection>(
     mut projection: P,
     checkpoint: Checkpoint,
     events: Vec<Envelope>,
-) -> Result<(P, Checkpoint)> {
+) -> Result<(P, Checkpoint, Option<u64>)> {
     let Some(last) = events.last().map(|e| e.offset) else {
-        return Ok((projection, checkpoint));
+        return Ok((projection, checkpoint, None));
     };
     let first = events.first().map_or(last, |e| e.offset);
     if first != checkpoint.next_offset || last + 1 - first != events.len() as u64 {
@@ -231,9 +250,17 @@ async fn apply_batch<P: Projection>(
         });
     }
     let mut fence = EpochFence::at(checkpoint.epoch);
+    let mut marker = None;
     let admitted: Vec<Envelope> = events
         .into_iter()
-        .filter(|event| fence.judge(event) == Verdict::Admit)
+        .filter(|event| match fence.judge(event) {
+            Verdict::Admit => true,
+            Verdict::Marker => {
+                marker = Some(event.offset);
+                false
+            }
+            Verdict::Fenced => false,
+        })
         .collect();
     let next = Checkpoint {
         next_offset: last + 1,
@@ -241,7 +268,7 @@ async fn apply_batch<P: Projection>(
     };
     tokio::task::spawn_blocking(move || {
         projection.apply(&admitted, next)?;
-        Ok((projection, next))
+        Ok((projection, next, marker))
     })
     .await
     .map_err(|join| Error::Stopped {

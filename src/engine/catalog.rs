@@ -218,7 +218,7 @@ impl Engine {
         let mut permit = runtime
             .catalog
             .try_permit(self.write_wait())
-            .await
+            .await?
             .ok_or_else(|| Self::catalog_busy(&database.name))?;
         self.still_ready(&runtime)?;
         if permit.snapshot().tables.contains_key(&created.name) {
@@ -250,7 +250,7 @@ impl Engine {
         let mut permit = runtime
             .catalog
             .try_permit(self.write_wait())
-            .await
+            .await?
             .ok_or_else(|| Self::catalog_busy(&database.name))?;
         self.still_ready(&runtime)?;
         let Some(table) = permit.snapshot().tables.get(name).cloned() else {

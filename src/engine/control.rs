@@ -114,7 +114,7 @@ impl Engine {
         origin: &Origin,
     ) -> Result<Account> {
         names::check_account(name)?;
-        let mut permit = self.control.permit().await;
+        let mut permit = self.control.permit().await?;
         if permit.snapshot().accounts.contains_key(name) {
             return Err(Error::AccountExists(name.to_owned()));
         }
@@ -131,7 +131,7 @@ impl Engine {
     }
 
     pub async fn set_payment_method(&self, name: &str, origin: &Origin) -> Result<Account> {
-        let mut permit = self.control.permit().await;
+        let mut permit = self.control.permit().await?;
         if !permit.snapshot().accounts.contains_key(name) {
             return Err(Error::AccountNotFound(name.to_owned()));
         }
@@ -154,7 +154,7 @@ impl Engine {
     ) -> Result<KeyInfo> {
         let pattern = databases_pattern.unwrap_or("*");
         keys::check_pattern(pattern).map_err(Error::BadRequest)?;
-        let mut permit = self.control.permit().await;
+        let mut permit = self.control.permit().await?;
         if !permit.snapshot().accounts.contains_key(account) {
             return Err(Error::AccountNotFound(account.to_owned()));
         }
@@ -211,7 +211,7 @@ impl Engine {
     ) -> Result<DatabaseInfo> {
         names::check_database(name)?;
         principal.authorize(name)?;
-        let mut permit = self.control.permit().await;
+        let mut permit = self.control.permit().await?;
         let state = permit.snapshot();
         let account = state
             .accounts
@@ -354,7 +354,7 @@ impl Engine {
     ) -> Result<()> {
         names::check_database(name)?;
         principal.authorize(name)?;
-        let mut permit = self.control.permit().await;
+        let mut permit = self.control.permit().await?;
         let Some(database) = permit
             .snapshot()
             .database(&principal.account, name)
@@ -368,7 +368,7 @@ impl Engine {
         // A catalog change in flight would race the deletion: refuse, the client retries.
         let runtime = self.active_runtime(&database.id);
         let _catalog = match &runtime {
-            Some(runtime) => Some(runtime.catalog.try_permit(self.write_wait()).await.ok_or_else(
+            Some(runtime) => Some(runtime.catalog.try_permit(self.write_wait()).await?.ok_or_else(
                 || {
                     Error::ConcurrentChange(format!(
                         "database {name:?} changed concurrently (a table change is in flight); retry"
@@ -419,7 +419,7 @@ impl Engine {
         if binding.verified {
             return Ok(());
         }
-        let mut permit = self.control.permit().await;
+        let mut permit = self.control.permit().await?;
         let current = permit.snapshot();
         match current.database(&principal.account, name) {
             Some(d) if d.id == database.id && d.status == DatabaseStatus::PendingVerification => {

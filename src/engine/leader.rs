@@ -5,10 +5,14 @@
 //! with everything this leader wrote, appends exactly one event, and returns only once that event
 //! is durable and applied to the projection (read-your-writes).
 //!
-//! Before its first write a leader takes the partition over: it appends a `LeaderEpoch` marker
-//! with an epoch above every epoch its projection has seen, and stamps that epoch on its events.
-//! If after applying its event the projection's epoch is newer than the leader's, another node
-//! took the partition over: the write is not acknowledged (see `strata_log::fence`).
+//! A leader takes the partition over when it hands out its first permit, and again whenever its
+//! projection shows that another node took the partition since: it appends a `LeaderEpoch` marker
+//! with an epoch above every epoch its projection has seen, waits until that marker is applied,
+//! and stamps its epoch on its events. So the state a permit shows (the next row id, the tables
+//! there are) holds every event admitted before the marker, and no event of an older leader after
+//! it counts. If after applying its event the projection's epoch is newer than the leader's,
+//! another node took the partition over meanwhile: the write is not acknowledged (see
+//! `strata_log::fence`), and the next permit takes the partition back.
 
 use std::{sync::Arc, time::Duration};
 
@@ -94,24 +98,32 @@ impl<S: Clone + Send + Sync + 'static> Leader<S> {
     }
 
     /// Takes the permit, waiting at most `wait` for a write in flight; `None` when it stays busy.
-    pub async fn try_permit(&self, wait: Duration) -> Option<Permit<'_, S>> {
+    /// Takes the partition over first when this leader does not hold it.
+    pub async fn try_permit(&self, wait: Duration) -> Result<Option<Permit<'_, S>>> {
         let epoch = match self.permit.try_lock() {
             Ok(epoch) => epoch,
-            Err(_) if wait.is_zero() => return None,
-            Err(_) => tokio::time::timeout(wait, self.permit.lock()).await.ok()?,
+            Err(_) if wait.is_zero() => return Ok(None),
+            Err(_) => match tokio::time::timeout(wait, self.permit.lock()).await {
+                Ok(epoch) => epoch,
+                Err(_) => return Ok(None),
+            },
         };
-        Some(Permit {
+        let mut permit = Permit {
             leader: self,
             epoch,
-        })
+        };
+        permit.hold_partition().await?;
+        Ok(Some(permit))
     }
 
-    /// Takes the permit, queueing behind writes in flight.
-    pub async fn permit(&self) -> Permit<'_, S> {
-        Permit {
+    /// Takes the permit, queueing behind writes in flight, and the partition if needed.
+    pub async fn permit(&self) -> Result<Permit<'_, S>> {
+        let mut permit = Permit {
             leader: self,
             epoch: self.permit.lock().await,
-        }
+        };
+        permit.hold_partition().await?;
+        Ok(permit)
     }
 }
 
@@ -123,7 +135,7 @@ impl<S: Clone + Send + Sync + 'static> Permit<'_, S> {
 
     /// Appends one event with `body`, and returns the state right after it was applied.
     pub async fn write(&mut self, body: Body, origin: &Origin) -> Result<S> {
-        let epoch = self.epoch().await?;
+        let epoch = self.hold_partition().await?;
         let event = Envelope {
             event_id: uuid::Uuid::now_v7().to_string(),
             timestamp_micros: chrono::Utc::now().timestamp_micros(),
@@ -134,7 +146,7 @@ impl<S: Clone + Send + Sync + 'static> Permit<'_, S> {
             ..Default::default()
         };
         let kind = event.kind();
-        let state = self.append(event).await?;
+        let (_, state) = self.append(event).await?;
         tracing::debug!(partition = %self.leader.partition(), kind, "write applied");
         if !self.leader.hold.is_zero() {
             tokio::time::sleep(self.leader.hold).await;
@@ -142,12 +154,24 @@ impl<S: Clone + Send + Sync + 'static> Permit<'_, S> {
         Ok(state)
     }
 
-    /// This leader's epoch, taking the partition over first if it has not yet.
-    async fn epoch(&mut self) -> Result<u64> {
-        if let Some(epoch) = *self.epoch {
+    /// This leader's epoch, taking the partition over first if it does not hold it: it never
+    /// did, or its projection has applied a newer leader's marker since.
+    async fn hold_partition(&mut self) -> Result<u64> {
+        let newest = self.leader.projector.checkpoint().epoch;
+        if let Some(epoch) = *self.epoch
+            && epoch >= newest
+        {
             return Ok(epoch);
         }
-        let epoch = self.leader.projector.checkpoint().epoch + 1;
+        *self.epoch = None;
+        // Above every epoch in the log now, not only those the projection has applied yet.
+        let partition = self.leader.partition().clone();
+        let end = self.leader.log.high_water_mark(&partition).await?;
+        let newest = match end {
+            0 => newest,
+            end => self.leader.projector.wait_for(end - 1).await?.0.epoch,
+        };
+        let epoch = newest + 1;
         let marker = Envelope {
             event_id: uuid::Uuid::now_v7().to_string(),
             timestamp_micros: chrono::Utc::now().timestamp_micros(),
@@ -160,15 +184,26 @@ impl<S: Clone + Send + Sync + 'static> Permit<'_, S> {
             ..Default::default()
         };
         *self.epoch = Some(epoch);
-        if let Err(error) = self.append(marker).await {
+        let at = match self.append(marker).await {
+            Ok((at, _)) => at,
+            Err(error) => {
+                *self.epoch = None;
+                return Err(error);
+            }
+        };
+        // Another leader's marker of the same epoch may have landed first, voiding ours.
+        if self.leader.projector.epoch_marker() != Some(at) {
             *self.epoch = None;
-            return Err(error);
+            return Err(Error::Unavailable(format!(
+                "another node took {partition} over at the same moment; retry the request"
+            )));
         }
-        tracing::info!(partition = %self.leader.partition(), epoch, node = %self.leader.node, "took over partition");
+        tracing::info!(%partition, epoch, node = %self.leader.node, "took over partition");
         Ok(epoch)
     }
 
-    async fn append(&mut self, event: Envelope) -> Result<S> {
+    /// Appends `event` and waits until it is applied: its offset and the state right after it.
+    async fn append(&mut self, event: Envelope) -> Result<(u64, S)> {
         let partition = self.leader.partition().clone();
         let range = self
             .leader
@@ -184,7 +219,7 @@ impl<S: Clone + Send + Sync + 'static> Permit<'_, S> {
                 "leadership of {partition} moved to another node; retry the request"
             )));
         }
-        Ok(state)
+        Ok((range.start, state))
     }
 }
 

@@ -53,7 +53,7 @@ impl Engine {
 
     async fn purge(&self, database: &Database) -> Result<()> {
         if let Some(runtime) = self.retire_runtime(&database.id).await {
-            let _permit = runtime.catalog.permit().await;
+            let _permit = runtime.catalog.permit().await?;
             runtime.closed.store(true, Ordering::Release);
             for table in runtime.take_tables() {
                 table.handle().close().await;
@@ -86,7 +86,7 @@ impl Engine {
         let store = self.store.clone();
         let tree = CatalogProjection::tree_name(&database.id);
         blocking(move || store.drop_tree(&tree)).await??;
-        let mut permit = self.control.permit().await;
+        let mut permit = self.control.permit().await?;
         let still_deleting = permit
             .snapshot()
             .database(&database.account, &database.name)

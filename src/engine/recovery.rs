@@ -206,14 +206,14 @@ impl Engine {
             let catalog = runtime
                 .catalog
                 .permit()
-                .await
+                .await?
                 .write(Body::TableCreated(created), origin)
                 .await?;
             let def = catalog.tables.get(name).cloned().ok_or_else(|| {
                 Error::Internal(format!("table {name} missing after its creation"))
             })?;
             let target = self.table_runtime(&runtime, &def).await?;
-            let mut permit = target.leader.permit().await;
+            let mut permit = target.leader.permit().await?;
             let mut after = permit.snapshot();
             for body in table.bodies_for(&def.id) {
                 after = permit.write(body, origin).await?;

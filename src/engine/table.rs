@@ -232,7 +232,7 @@ impl Engine {
         let mut permit = runtime
             .leader
             .try_permit(self.write_wait())
-            .await
+            .await?
             .ok_or_else(|| Self::table_busy(&def.name))?;
         self.table_still_there(&database, &def)?;
         let first = permit.snapshot().next_row_id;
@@ -269,7 +269,7 @@ impl Engine {
         let mut permit = runtime
             .leader
             .try_permit(self.write_wait())
-            .await
+            .await?
             .ok_or_else(|| Self::table_busy(&def.name))?;
         self.table_still_there(&database, &def)?;
         let snapshot = permit.snapshot();
@@ -307,7 +307,7 @@ impl Engine {
         let mut permit = runtime
             .leader
             .try_permit(self.write_wait())
-            .await
+            .await?
             .ok_or_else(|| Self::table_busy(&def.name))?;
         self.table_still_there(&database, &def)?;
         let snapshot = permit.snapshot();
