@@ -171,6 +171,8 @@ impl Error {
             Error::Projection(strata_projections::Error::InvalidType { .. }) => {
                 ErrorCode::BadRequest
             }
+            // The broker is unreachable or refuses (too few in-sync replicas): retry later.
+            Error::Log(strata_log::Error::Backend(_)) => ErrorCode::Unavailable,
             Error::Log(_) | Error::Projection(_) | Error::Internal(_) => ErrorCode::Internal,
         }
     }
@@ -181,5 +183,23 @@ impl Error {
             ErrorCode::Internal => "internal error; the server log has the details".to_owned(),
             _ => self.to_string(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_broker_failure_is_transient_and_other_log_failures_are_internal() {
+        let broker = Error::Log(strata_log::Error::Backend(
+            "appending to strata._control: Message timed out".to_owned(),
+        ));
+        assert_eq!(broker.code(), ErrorCode::Unavailable);
+        assert!(broker.public_message().contains("timed out"));
+        assert_eq!(
+            Error::Log(strata_log::Error::Closed).code(),
+            ErrorCode::Internal
+        );
     }
 }
