@@ -9,7 +9,7 @@
 
 use std::{path::Path, sync::Arc, time::Duration};
 
-use anyhow::{Context, anyhow, bail};
+use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::{
@@ -150,45 +150,11 @@ pub async fn run(config: Config, request: AdminRequest) -> anyhow::Result<Value>
             drop(data_dir);
             reply
         }
-        None => call_server(&config.data_dir, &request).await?,
-    };
-    match (reply.get("ok"), reply.get("error")) {
-        (Some(result), _) => Ok(result.clone()),
-        (None, Some(error)) => Err(anyhow!(
-            "{}",
-            error
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("the server refused the request")
-        )),
-        (None, None) => bail!("the server answered an admin request with {reply}"),
-    }
-}
-
-async fn call_server(data_dir: &Path, request: &AdminRequest) -> anyhow::Result<Value> {
-    let socket = DataDir::admin_socket(data_dir);
-    // The owner may still be starting: give it a moment to open its socket.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    let stream = loop {
-        match UnixStream::connect(&socket).await {
-            Ok(stream) => break stream,
-            Err(error) if tokio::time::Instant::now() >= deadline => {
-                return Err(error).with_context(|| {
-                    format!(
-                        "another process holds {} but its admin socket {} does not answer",
-                        data_dir.display(),
-                        socket.display()
-                    )
-                });
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        // The owner may still be starting: give it a moment to open its socket.
+        None => {
+            let request = serde_json::to_value(&request)?;
+            strata_datadir::send(&config.data_dir, &request, Duration::from_secs(15)).await?
         }
     };
-    let (read, mut write) = stream.into_split();
-    let mut line = serde_json::to_string(request)?;
-    line.push('\n');
-    write.write_all(line.as_bytes()).await?;
-    let mut reply = String::new();
-    BufReader::new(read).read_line(&mut reply).await?;
-    serde_json::from_str(&reply).with_context(|| format!("bad admin reply {reply:?}"))
+    strata_datadir::result_of(reply)
 }

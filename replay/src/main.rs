@@ -17,10 +17,12 @@ mod audit;
 mod progress;
 mod rebuild;
 mod restore;
-mod server;
 mod verify;
 
-use std::{path::PathBuf, sync::Arc};
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+};
 
 use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
@@ -270,4 +272,12 @@ async fn run_dump(dump: Dump) -> anyhow::Result<()> {
     }
     progress.finish_and_clear();
     Ok(())
+}
+
+/// Sends one request to the admin socket of the server that holds `data_dir` (the server's
+/// `admin` module answers it), so that the server's leaders stay the only writers of its log,
+/// and returns its result.
+async fn admin(data_dir: &Path, request: serde_json::Value) -> anyhow::Result<serde_json::Value> {
+    let reply = strata_datadir::send(data_dir, &request, std::time::Duration::ZERO).await?;
+    strata_datadir::result_of(reply)
 }

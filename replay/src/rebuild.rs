@@ -19,7 +19,9 @@ use strata_projections::{
     table::{TableOptions, TableProjection, TableStore},
 };
 
-use crate::{Location, open_log, progress, server};
+use strata_datadir::DataDir;
+
+use crate::{Location, open_log, progress};
 
 #[derive(Args)]
 pub struct Rebuild {
@@ -35,7 +37,7 @@ pub struct Rebuild {
 
 pub async fn run(rebuild: Rebuild) -> anyhow::Result<()> {
     let data_dir = rebuild.location.data_dir()?;
-    let Some(_lock) = server::try_lock_data_dir(&data_dir)? else {
+    let Some(_lock) = DataDir::try_acquire(&data_dir)? else {
         bail!(
             "a strata server is running on {}: rebuild replaces files the server has open, so stop it first (verify and restore work beside a running server)",
             data_dir.display()

@@ -28,7 +28,9 @@ use strata_projections::{
     restore::{Cut, plan},
 };
 
-use crate::{Location, open_log, progress, server};
+use strata_datadir::DataDir;
+
+use crate::{Location, admin, open_log, progress};
 
 #[derive(Args)]
 pub struct Restore {
@@ -49,8 +51,8 @@ pub async fn run(restore: Restore) -> anyhow::Result<()> {
     let cut = Cut::parse(&restore.at)?;
     check_name(&restore.into)?;
     let data_dir = restore.location.data_dir()?;
-    let Some(_lock) = server::try_lock_data_dir(&data_dir)? else {
-        let result = server::call(
+    let Some(_lock) = DataDir::try_acquire(&data_dir)? else {
+        let result = admin(
             &data_dir,
             json!({"op": "restore", "database": restore.database, "at": restore.at, "into": restore.into}),
         )

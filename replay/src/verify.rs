@@ -21,7 +21,9 @@ use strata_projections::{
     verify::{Report, Side, bucket_skip, catalog_difference, compare_tables, control_difference},
 };
 
-use crate::{Location, open_log, progress, server};
+use strata_datadir::DataDir;
+
+use crate::{Location, admin, open_log, progress};
 
 #[derive(Args)]
 pub struct Verify {
@@ -37,10 +39,10 @@ pub struct Verify {
 
 pub async fn run(verify: Verify) -> anyhow::Result<bool> {
     let data_dir = verify.location.data_dir()?;
-    let report = match server::try_lock_data_dir(&data_dir)? {
+    let report = match DataDir::try_acquire(&data_dir)? {
         Some(_lock) => offline(&data_dir, &verify).await?,
         None => {
-            let result = server::call(
+            let result = admin(
                 &data_dir,
                 json!({"op": "verify", "database": verify.database, "table": verify.table}),
             )
