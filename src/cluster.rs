@@ -54,12 +54,12 @@ pub struct Membership {
     log: Arc<dyn CommitLog>,
     seen: Arc<Mutex<HashMap<String, Seen>>>,
     options: MembershipOptions,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl Drop for Membership {
     fn drop(&mut self) {
-        for task in &self.tasks {
+        for task in self.tasks.get_mut().drain(..) {
             task.abort();
         }
     }
@@ -77,7 +77,11 @@ impl Membership {
         let incarnation = u64::try_from(chrono::Utc::now().timestamp_micros()).unwrap_or(0);
         let seen = Arc::new(Mutex::new(HashMap::new()));
         let follow = {
-            let (seen, me) = (seen.clone(), me.node.clone());
+            let seen = seen.clone();
+            let me = Me {
+                node: me.node.clone(),
+                incarnation,
+            };
             let mut tail = strata_log::tail(log.clone(), partition.clone(), from);
             tokio::spawn(async move {
                 while let Some(event) = tail.next().await {
@@ -97,7 +101,7 @@ impl Membership {
             log,
             seen,
             options,
-            tasks: vec![follow],
+            tasks: Mutex::new(vec![follow]),
         };
         membership.beat(false).await?;
         let heartbeat = {
@@ -120,8 +124,7 @@ impl Membership {
                 }
             })
         };
-        let mut membership = membership;
-        membership.tasks.push(heartbeat);
+        membership.tasks.lock().push(heartbeat);
         Ok(membership)
     }
 
@@ -148,8 +151,9 @@ impl Membership {
 
     /// Leaves the cluster: stops heartbeating and tells the others, who stop counting this
     /// node at once instead of after its lease.
-    pub async fn leave(mut self) -> Result<()> {
-        for task in self.tasks.drain(..) {
+    pub async fn leave(&self) -> Result<()> {
+        let tasks: Vec<_> = self.tasks.lock().drain(..).collect();
+        for task in tasks {
             task.abort();
         }
         self.beat(true).await
@@ -181,12 +185,21 @@ impl Membership {
     }
 }
 
+/// This node's run, as its heartbeats name it.
+struct Me {
+    node: String,
+    incarnation: u64,
+}
+
 /// Applies one event of the `_cluster` partition to a view.
-fn observe(seen: &Mutex<HashMap<String, Seen>>, me: &str, event: &Envelope) {
+fn observe(seen: &Mutex<HashMap<String, Seen>>, me: &Me, event: &Envelope) {
     let Some(Body::NodeHeartbeat(beat)) = &event.body else {
         return;
     };
-    if beat.node == me {
+    if beat.node == me.node {
+        if beat.incarnation != me.incarnation && !beat.leaving {
+            tracing::error!(node = %beat.node, addr = %beat.data_addr, "another node heartbeats with this node's name: give every node its own cluster.node_id");
+        }
         return;
     }
     let mut seen = seen.lock();

@@ -72,10 +72,17 @@ pub struct KafkaConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterConfig {
-    /// This node's name: recorded in leader-epoch markers.
+    /// This node's name: recorded in leader-epoch markers; unique in a cluster.
     pub node_id: String,
+    /// Where the other nodes reach this one's listeners (host:port); empty: the bound
+    /// addresses, which must then not be a wildcard such as 0.0.0.0.
     pub advertise_data_addr: String,
     pub advertise_platform_addr: String,
+    /// With `log.backend = "kafka"`: how often this node says it is alive.
+    pub heartbeat_ms: u64,
+    /// How long the others count a node after its latest heartbeat; when it lapses, the node's
+    /// databases move.
+    pub lease_ms: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -240,6 +247,8 @@ impl Default for ClusterConfig {
             node_id: "n1".to_owned(),
             advertise_data_addr: String::new(),
             advertise_platform_addr: String::new(),
+            heartbeat_ms: 1_000,
+            lease_ms: 5_000,
         }
     }
 }
@@ -373,6 +382,11 @@ impl Config {
         let invalid = |message: &str| Err(ConfigError::Invalid(message.to_owned()));
         if self.cluster.node_id.is_empty() {
             return invalid("cluster.node_id must not be empty");
+        }
+        if self.cluster.heartbeat_ms == 0 || self.cluster.lease_ms < 2 * self.cluster.heartbeat_ms {
+            return invalid(
+                "cluster.lease_ms must be at least twice cluster.heartbeat_ms, which must not be 0",
+            );
         }
         if !matches!(self.logging.format.as_str(), "text" | "json") {
             return invalid("logging.format must be \"text\" or \"json\"");
@@ -540,6 +554,40 @@ mod tests {
             },
             Config::default()
         );
+    }
+
+    #[test]
+    fn the_deployment_configurations_load() {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy");
+        let scratch = tempfile::tempdir().unwrap();
+        // The compose file's, and the one in the Kubernetes ConfigMap (indented under
+        // `strata.toml: |`).
+        let compose = std::fs::read_to_string(root.join("compose/strata.toml")).unwrap();
+        let manifest = std::fs::read_to_string(root.join("kubernetes/strata.yaml")).unwrap();
+        let kubernetes: String = manifest
+            .lines()
+            .skip_while(|line| line.trim() != "strata.toml: |")
+            .skip(1)
+            .take_while(|line| line.is_empty() || line.starts_with("    "))
+            .map(|line| format!("{}\n", line.trim_start()))
+            .collect();
+        for (name, text) in [("compose", compose), ("kubernetes", kubernetes)] {
+            let file = scratch.path().join(format!("{name}.toml"));
+            std::fs::write(&file, text).unwrap();
+            let loader = ConfigLoader {
+                file: Some(file),
+                overrides: vec![],
+            };
+            let env = env(&[
+                ("STRATA_CLUSTER_NODE_ID", "strata-1"),
+                ("STRATA_CLUSTER_ADVERTISE_DATA_ADDR", "strata-1:7070"),
+            ]);
+            let config = loader.load_with_env(env).unwrap();
+            assert_eq!(config.log.backend, LogBackend::Kafka, "{name}");
+            assert_eq!(config.log.kafka.replication_factor, 3, "{name}");
+            assert_eq!(config.cluster.node_id, "strata-1", "{name}");
+            assert_eq!(config.server.data_addr, "0.0.0.0:7070", "{name}");
+        }
     }
 
     #[test]

@@ -47,9 +47,10 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let socket = DataDir::admin_socket(data_dir.path());
     let admin = admin::listen(engine.clone(), &socket)?;
 
-    let state = AppState {
-        engine: engine.clone(),
-    };
+    engine
+        .join_cluster((info.data_addr, info.platform_addr))
+        .await?;
+    let state = AppState::new(engine.clone());
     let (stop, _) = tokio::sync::watch::channel(false);
     let stopped = |stop: &tokio::sync::watch::Sender<bool>| {
         let mut receiver = stop.subscribe();
@@ -76,6 +77,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
 
     shutdown_signal().await;
     tracing::info!("shutting down");
+    engine.leave_cluster().await;
     engine.stop_streams();
     stop.send_replace(true);
     let _ = std::fs::remove_file(&server_file);

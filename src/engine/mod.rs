@@ -9,11 +9,13 @@
 //! - [`table`]: rows of tables, and read-only SQL.
 //! - [`purge`]: the background purge of deleted databases.
 //! - [`changes`]: change streams over a database's partitions.
+//! - [`placement`]: which node of a cluster serves what.
 
 mod catalog;
 mod changes;
 mod control;
 mod leader;
+mod placement;
 mod purge;
 mod quota;
 mod recovery;
@@ -39,6 +41,7 @@ pub use self::{
     changes::{Change, ChangeStream, StreamStart},
     control::{DatabaseInfo, KeyInfo, Principal, StorageRequest},
     leader::Origin,
+    placement::{CONTROL, database_key},
     recovery::RestoreSummary,
     registry::DatabaseGuard,
     table::{RowCount, TableRuntime},
@@ -105,6 +108,8 @@ pub struct Engine {
     metrics: Arc<Metrics>,
     /// Set when the server shuts down: change streams end.
     streams: tokio::sync::watch::Sender<bool>,
+    /// This node's membership of the cluster of its log (Kafka logs only).
+    cluster: std::sync::OnceLock<crate::cluster::Membership>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -174,6 +179,7 @@ impl Engine {
             queries: crate::query::runtime(),
             metrics,
             streams: tokio::sync::watch::channel(false).0,
+            cluster: std::sync::OnceLock::new(),
         });
         engine.resume_purges();
         engine.spawn_hibernator();

@@ -302,7 +302,8 @@ impl Engine {
         });
     }
 
-    /// Hibernates databases idle for longer than `databases.idle_ms`, every second.
+    /// Hibernates databases idle for longer than `databases.idle_ms`, and idle databases another
+    /// node of the cluster owns now, every second.
     pub(super) fn spawn_hibernator(&self) {
         let me = self.me.clone();
         tokio::spawn(async move {
@@ -319,8 +320,15 @@ impl Engine {
                         .iter()
                         .filter(|(_, slot)| {
                             slot.idle()
-                                && slot.ready().is_some()
-                                && slot.last_used.lock().elapsed() >= idle_for
+                                && slot.ready().is_some_and(|runtime| {
+                                    slot.last_used.lock().elapsed() >= idle_for
+                                        || engine
+                                            .owner_elsewhere(&super::database_key(
+                                                &runtime.account,
+                                                &runtime.name,
+                                            ))
+                                            .is_some()
+                                })
                         })
                         .map(|(id, _)| id.clone())
                         .collect();

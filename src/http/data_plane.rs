@@ -54,7 +54,7 @@ pub fn routes(state: AppState) -> Router {
 }
 
 /// The API key a request carries: a bearer token, else the x-api-key header.
-fn api_key(headers: &HeaderMap) -> Option<&str> {
+pub(super) fn api_key(headers: &HeaderMap) -> Option<&str> {
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())

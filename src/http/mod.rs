@@ -7,6 +7,7 @@
 mod body;
 mod data_plane;
 pub mod error;
+mod forward;
 mod platform;
 
 use std::{
@@ -29,6 +30,17 @@ use crate::{engine::Engine, http::error::Transient};
 #[derive(Clone)]
 pub struct AppState {
     pub engine: Arc<Engine>,
+    /// Sends requests on to the node that serves them, in a cluster.
+    forwarder: reqwest::Client,
+}
+
+impl AppState {
+    pub fn new(engine: Arc<Engine>) -> AppState {
+        AppState {
+            engine,
+            forwarder: forward::client(),
+        }
+    }
 }
 
 /// The id of the request being handled.
@@ -43,7 +55,11 @@ static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The data-plane router.
 pub fn data_plane(state: AppState) -> Router {
-    observe("data", data_plane::routes(state.clone()), state)
+    let routes = data_plane::routes(state.clone()).layer(middleware::from_fn_with_state(
+        state.clone(),
+        forward::data_plane,
+    ));
+    observe("data", routes, state)
 }
 
 /// The platform API router.
@@ -121,6 +137,11 @@ async fn request_context(
     if let Ok(value) = HeaderValue::from_str(&request_id) {
         headers.insert(REQUEST_ID.clone(), value);
     }
+    if !headers.contains_key(&forward::SERVED_BY)
+        && let Ok(node) = HeaderValue::from_str(state.engine.node())
+    {
+        headers.insert(forward::SERVED_BY.clone(), node);
+    }
     if transient {
         let seconds = state.engine.config().server.retry_after_secs.max(1);
         headers.insert(axum::http::header::RETRY_AFTER, HeaderValue::from(seconds));
@@ -128,12 +149,27 @@ async fn request_context(
     response
 }
 
-/// GET /health, on both listeners.
+/// GET /health, on both listeners; in a cluster, with the members this node sees.
 async fn health(State(state): State<AppState>) -> Response {
-    axum::Json(serde_json::json!({
+    let mut health = serde_json::json!({
         "status": "ok",
-        "node": state.engine.config().cluster.node_id,
+        "node": state.engine.node(),
         "version": env!("CARGO_PKG_VERSION"),
-    }))
-    .into_response()
+    });
+    if state.engine.clustered() {
+        let members: Vec<_> = state
+            .engine
+            .members()
+            .into_iter()
+            .map(|m| {
+                serde_json::json!({
+                    "node": m.node,
+                    "data_addr": m.data_addr,
+                    "platform_addr": m.platform_addr,
+                })
+            })
+            .collect();
+        health["members"] = serde_json::Value::Array(members);
+    }
+    axum::Json(health).into_response()
 }

@@ -242,6 +242,8 @@ pub struct Answer {
     pub body: Value,
     pub retry_after: Option<String>,
     pub request_id: Option<String>,
+    /// The node that served the request (`x-strata-node`).
+    pub node: Option<String>,
 }
 
 impl Answer {
@@ -322,6 +324,7 @@ impl Client {
         };
         let retry_after = header("retry-after");
         let request_id = header("x-request-id");
+        let node = header("x-strata-node");
         let text = response.text().await.ok()?;
         let body = if text.is_empty() {
             Value::Null
@@ -333,6 +336,7 @@ impl Client {
             body,
             retry_after,
             request_id,
+            node,
         })
     }
 

@@ -1,0 +1,287 @@
+//! Two strata nodes on one Kafka log (the broker scripts/test starts on loopback): each database
+//! is served by its owner and requests to the other node are forwarded; when the owner is killed
+//! with SIGKILL under concurrent appends, the other node takes its databases over, and every
+//! acknowledged row is there afterwards; when it comes back, its databases move back to it.
+//!
+//! Runs on Kafka whatever STRATA_TEST_LOG says, and fails, never skips, without a broker.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::Path,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use common::{Client, Server, account_with_key, eventually, kafka_env};
+use serde_json::{Value, json};
+
+/// How long a node counts another after its latest heartbeat, in these tests.
+const LEASE_MS: u64 = 1_500;
+
+/// Starts node `name` on `dir`, in the cluster of the log `log_env` names.
+fn node(dir: &Path, name: &str, log_env: &[(&'static str, String)]) -> Server {
+    let node_id = format!("cluster.node_id={name}");
+    let lease = format!("cluster.lease_ms={LEASE_MS}");
+    Server::start_with(
+        dir,
+        &[
+            "--set",
+            &node_id,
+            "--set",
+            "cluster.heartbeat_ms=200",
+            "--set",
+            &lease,
+            "--set",
+            "tables.flush_rows=50",
+        ],
+        log_env,
+    )
+}
+
+/// The members a node sees, by name.
+async fn members(server: &Server) -> Vec<String> {
+    let health = server.anonymous().get("/health").await;
+    health.body["members"]
+        .as_array()
+        .map(|members| {
+            members
+                .iter()
+                .map(|m| m["node"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn sees(server: &Server, expected: &[&str]) -> bool {
+    members(server).await == expected
+}
+
+fn events_table() -> Value {
+    json!({
+        "name": "events",
+        "schema": [
+            {"name": "id", "type": "int64", "nullable": false},
+            {"name": "writer", "type": "utf8"}
+        ],
+        "exact_columns": ["id"]
+    })
+}
+
+/// Every `id` of the events table of `database`, and how many rows and distinct row ids there
+/// are, read through `client`.
+async fn read_back(client: &Client, database: &str) -> (BTreeSet<u64>, u64, u64) {
+    let answer = client
+        .post_json(
+            &format!("/v1/query_sql/{database}"),
+            &json!({"sql": "SELECT id FROM events"}),
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let ids = answer.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["id"].as_u64().unwrap())
+        .collect();
+    let counts = client
+        .post_json(
+            &format!("/v1/query_sql/{database}"),
+            &json!({"sql": "SELECT COUNT(*) AS n, COUNT(DISTINCT _row_id) AS d FROM events"}),
+        )
+        .await;
+    assert_eq!(counts.status, 200, "{counts:?}");
+    let row = &counts.body["data"][0];
+    (ids, row["n"].as_u64().unwrap(), row["d"].as_u64().unwrap())
+}
+
+/// One writer: appends one row at a time to `database`, alternating between the nodes, until
+/// told to stop; returns the ids acknowledged, and when it was first acknowledged after `since`
+/// was set.
+async fn writer(
+    clients: Vec<Client>,
+    database: String,
+    first_id: u64,
+    stop: Arc<AtomicBool>,
+    since: Arc<AtomicU64>,
+    started: Instant,
+) -> (BTreeSet<u64>, Option<Duration>) {
+    let mut acknowledged = BTreeSet::new();
+    let mut first_after = None;
+    let mut id = first_id;
+    let mut turn = 0usize;
+    while !stop.load(Ordering::Acquire) {
+        let client = &clients[turn % clients.len()];
+        turn += 1;
+        id += 1;
+        let body = json!({"data": [{"id": id, "writer": database}]}).to_string();
+        let answer = client
+            .try_send_json(
+                reqwest::Method::POST,
+                &format!("/v1/append/{database}?table=events"),
+                &body,
+            )
+            .await;
+        match answer {
+            Some(answer) if answer.status == 200 => {
+                acknowledged.insert(id);
+                let killed_at = since.load(Ordering::Acquire);
+                if killed_at > 0 && first_after.is_none() {
+                    let now = started.elapsed().as_millis() as u64;
+                    first_after = Some(Duration::from_millis(now.saturating_sub(killed_at)));
+                }
+            }
+            // Refused or unanswered while the cluster changes: not acknowledged, try again.
+            _ => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    (acknowledged, first_after)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_owners_databases_move_to_the_other_node_with_every_acknowledged_row() {
+    let root = tempfile::tempdir().unwrap();
+    let log_env = kafka_env(&root.path().join("log"));
+    let (dir_a, dir_b) = (root.path().join("a"), root.path().join("b"));
+    let mut a = node(&dir_a, "a", &log_env);
+    let b = node(&dir_b, "b", &log_env);
+    assert!(
+        eventually(20, || async {
+            sees(&a, &["a", "b"]).await && sees(&b, &["a", "b"]).await
+        })
+        .await,
+        "the nodes did not see each other: {:?} {:?}",
+        members(&a).await,
+        members(&b).await
+    );
+
+    // A key created through a's admin socket works through b at once.
+    let key = account_with_key(&dir_a, "acme", None);
+    let (via_a, via_b) = (a.client(&key), b.client(&key));
+
+    // Databases created through b; each served by its owner, whichever node is asked.
+    let mut owners: BTreeMap<String, String> = BTreeMap::new();
+    for i in 0..6 {
+        let name = format!("db{i}");
+        let created = via_b.create_database(&name).await;
+        assert_eq!(created.status, 201, "{created:?}");
+        let table = via_b.create_table(&name, &events_table()).await;
+        assert_eq!(table.status, 200, "{table:?}");
+        let owner = table.node.clone().unwrap();
+        for client in [&via_a, &via_b] {
+            let listed = client.list_tables(&name).await;
+            assert_eq!(listed.status, 200, "{listed:?}");
+            assert_eq!(listed.node.as_deref(), Some(owner.as_str()), "{name}");
+        }
+        owners.insert(name, owner);
+    }
+    let owned_by_a: Vec<String> = owners
+        .iter()
+        .filter(|(_, owner)| *owner == "a")
+        .map(|(name, _)| name.clone())
+        .collect();
+    assert!(
+        !owned_by_a.is_empty() && owned_by_a.len() < owners.len(),
+        "both nodes should own some of six databases: {owners:?}"
+    );
+
+    // Writers on every database through both nodes; a is killed while they write.
+    let stop = Arc::new(AtomicBool::new(false));
+    let killed_at = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let writers: Vec<_> = owners
+        .keys()
+        .enumerate()
+        .map(|(i, name)| {
+            tokio::spawn(writer(
+                vec![via_a.clone(), via_b.clone()],
+                name.clone(),
+                (i as u64) * 1_000_000,
+                stop.clone(),
+                killed_at.clone(),
+                started,
+            ))
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    a.kill9();
+    killed_at.store(
+        started.elapsed().as_millis().max(1) as u64,
+        Ordering::Release,
+    );
+    assert!(
+        eventually(20, || async { sees(&b, &["b"]).await }).await,
+        "b still counts a: {:?}",
+        members(&b).await
+    );
+    // Write on for a while after the takeover.
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    stop.store(true, Ordering::Release);
+    let mut acknowledged: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
+    for (name, handle) in owners.keys().zip(writers) {
+        let (ids, first_after) = handle.await.unwrap();
+        assert!(!ids.is_empty(), "no append to {name} was acknowledged");
+        let first_after = first_after
+            .unwrap_or_else(|| panic!("no append to {name} was acknowledged after the kill"));
+        assert!(
+            first_after < Duration::from_secs(15),
+            "{name} took {first_after:?} to accept writes again after the kill"
+        );
+        eprintln!(
+            "{name} (owned by {}): {} appends acknowledged; first after the kill {first_after:?} after it",
+            owners[name],
+            ids.len()
+        );
+        acknowledged.insert(name.clone(), ids);
+    }
+
+    // Every acknowledged row is on b, each with its own row id, whoever owned it before.
+    for (name, ids) in &acknowledged {
+        let (read, rows, distinct) = read_back(&via_b, name).await;
+        let missing: Vec<_> = ids.difference(&read).collect();
+        assert!(
+            missing.is_empty(),
+            "{name}: {} acknowledged rows missing, e.g. {:?}",
+            missing.len(),
+            &missing[..missing.len().min(5)]
+        );
+        assert_eq!(rows, distinct, "{name}: two rows share a row id");
+    }
+    // The control partition moved too: b creates databases now.
+    let created = via_b.create_database("after").await;
+    assert_eq!(created.status, 201, "{created:?}");
+    assert_eq!(created.node.as_deref(), Some("b"));
+
+    // a comes back: its databases move back to it, with the rows b took meanwhile.
+    let a = node(&dir_a, "a", &log_env);
+    assert!(
+        eventually(20, || async {
+            sees(&a, &["a", "b"]).await && sees(&b, &["a", "b"]).await
+        })
+        .await,
+        "a did not rejoin"
+    );
+    let via_a = a.client(&key);
+    for name in &owned_by_a {
+        let ids = &acknowledged[name];
+        let (read, rows, distinct) = read_back(&via_b, name).await;
+        assert!(ids.is_subset(&read), "{name} lost rows when a came back");
+        assert_eq!(rows, distinct);
+        let appended = via_b
+            .post_json(
+                &format!("/v1/append/{name}?table=events"),
+                &json!({"data": [{"id": 42, "writer": "after"}]}),
+            )
+            .await;
+        assert_eq!(appended.status, 200, "{appended:?}");
+        assert_eq!(appended.node.as_deref(), Some("a"), "{name}");
+        let (read, _, _) = read_back(&via_a, name).await;
+        assert!(read.contains(&42) && ids.is_subset(&read));
+    }
+}
