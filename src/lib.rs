@@ -18,4 +18,5 @@ pub mod names;
 pub mod query;
 pub mod rows;
 pub mod server;
+pub mod sigv4;
 pub mod storage;
