@@ -1,4 +1,4 @@
-//! Admin commands (`strata accounts ...`, `strata keys ...`): one set of operations, run either
+//! Admin commands (`strata accounts ...`, `strata keys ...`, `strata users ...`): one set of operations, run either
 //! in the server (through its admin socket, when a server owns the data directory) or in the
 //! command's own process (when none does). Either way they are control-partition writes with the
 //! principal "admin". `strata-replay verify` and `restore` send their requests here too when a
@@ -39,6 +39,10 @@ pub enum AdminRequest {
         account: String,
         databases: Option<String>,
     },
+    /// `strata users create-root`: answers `{"access_key", "secret_key"}`.
+    CreateRootUser {
+        account: String,
+    },
     /// `strata-replay verify`: answers a `strata_projections::verify::Report`.
     Verify {
         database: Option<String>,
@@ -69,6 +73,10 @@ pub async fn execute(engine: &Arc<Engine>, request: AdminRequest) -> Result<Valu
                 .create_key(&account, databases.as_deref(), &origin)
                 .await?;
             json_of(&key)?
+        }
+        AdminRequest::CreateRootUser { account } => {
+            let root = engine.create_root_user(&account, &origin).await?;
+            json!({"access_key": root.access_key, "secret_key": root.secret_key})
         }
         AdminRequest::Verify { database, table } => {
             let report = engine.verify(database.as_deref(), table.as_deref()).await?;

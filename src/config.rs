@@ -21,6 +21,7 @@ pub struct Config {
     pub server: ServerConfig,
     pub log: LogConfig,
     pub cluster: ClusterConfig,
+    pub platform: PlatformConfig,
     pub plans: Plans,
     pub databases: DatabasesConfig,
     pub tables: TablesConfig,
@@ -83,6 +84,21 @@ pub struct ClusterConfig {
     /// How long the others count a node after its latest heartbeat; when it lapses, the node's
     /// databases move.
     pub lease_ms: u64,
+}
+
+/// The platform API: how its requests are signed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PlatformConfig {
+    /// The region of the SigV4 credential scope clients sign with.
+    pub region: String,
+    /// The service of the SigV4 credential scope.
+    pub service: String,
+    /// How far a signed request's x-amz-date may be from this node's clock, in seconds.
+    pub max_skew_secs: u64,
+    /// 64 hex digits: the AES-256 key that seals users' secret keys in the log. Every node of a
+    /// cluster needs the same one. Empty: `<data_dir>/seal.key`, created on first use.
+    pub seal_key: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -199,6 +215,7 @@ impl Default for Config {
             server: ServerConfig::default(),
             log: LogConfig::default(),
             cluster: ClusterConfig::default(),
+            platform: PlatformConfig::default(),
             plans: Plans::default(),
             databases: DatabasesConfig::default(),
             tables: TablesConfig::default(),
@@ -249,6 +266,17 @@ impl Default for ClusterConfig {
             advertise_platform_addr: String::new(),
             heartbeat_ms: 1_000,
             lease_ms: 5_000,
+        }
+    }
+}
+
+impl Default for PlatformConfig {
+    fn default() -> Self {
+        PlatformConfig {
+            region: "us-east-1".to_owned(),
+            service: "strata".to_owned(),
+            max_skew_secs: 900,
+            seal_key: String::new(),
         }
     }
 }

@@ -20,6 +20,8 @@ pub enum ErrorCode {
     DatabaseExists,
     TableExists,
     AccountExists,
+    /// A user (the root user of an account) that exists already.
+    UserExists,
     /// Another write to the same partition was in flight: transient, retry after Retry-After.
     Busy,
     /// The resource changed while the request was being applied: retry.
@@ -50,6 +52,7 @@ impl ErrorCode {
             ErrorCode::DatabaseExists => "database_exists",
             ErrorCode::TableExists => "table_exists",
             ErrorCode::AccountExists => "account_exists",
+            ErrorCode::UserExists => "user_exists",
             ErrorCode::Busy => "busy",
             ErrorCode::ConcurrentChange => "concurrent_change",
             ErrorCode::Unavailable => "unavailable",
@@ -85,6 +88,10 @@ pub enum Error {
     #[error("missing or invalid api key")]
     Unauthorized,
 
+    /// A platform request whose signature was refused, and why.
+    #[error("{0}")]
+    NotAuthenticated(String),
+
     #[error("{0}")]
     Forbidden(String),
 
@@ -111,6 +118,9 @@ pub enum Error {
 
     #[error("account {0:?} already exists")]
     AccountExists(String),
+
+    #[error("{0}")]
+    UserExists(String),
 
     #[error("{0}")]
     Busy(String),
@@ -151,7 +161,7 @@ impl Error {
         match self {
             Error::BadRequest(_) => ErrorCode::BadRequest,
             Error::InvalidName(_) => ErrorCode::InvalidName,
-            Error::Unauthorized => ErrorCode::Unauthorized,
+            Error::Unauthorized | Error::NotAuthenticated(_) => ErrorCode::Unauthorized,
             Error::Forbidden(_) => ErrorCode::Forbidden,
             Error::LimitReached { .. } => ErrorCode::LimitReached,
             Error::DatabaseNotFound(_) => ErrorCode::DatabaseNotFound,
@@ -160,6 +170,7 @@ impl Error {
             Error::DatabaseExists { .. } => ErrorCode::DatabaseExists,
             Error::TableExists(_) => ErrorCode::TableExists,
             Error::AccountExists(_) => ErrorCode::AccountExists,
+            Error::UserExists(_) => ErrorCode::UserExists,
             Error::Busy(_) => ErrorCode::Busy,
             Error::ConcurrentChange(_) => ErrorCode::ConcurrentChange,
             Error::Unavailable(_) => ErrorCode::Unavailable,

@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod names;
 pub mod query;
 pub mod rows;
+pub mod seal;
 pub mod server;
 pub mod sigv4;
 pub mod storage;

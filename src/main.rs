@@ -54,6 +54,22 @@ enum Command {
     /// Manage API keys
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Manage platform users
+    #[command(subcommand)]
+    Users(UsersCommand),
+}
+
+#[derive(Subcommand)]
+enum UsersCommand {
+    /// Create the root user of an account (unrestricted); prints its SigV4 access key and secret
+    /// key, shown only this once
+    CreateRoot {
+        #[arg(long)]
+        account: String,
+        /// Print {"access_key": ..., "secret_key": ...} as JSON
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -195,6 +211,20 @@ fn main() -> anyhow::Result<()> {
                     text(result, "databases")
                 );
                 text(result, "key")
+            },
+        ),
+        Command::Users(UsersCommand::CreateRoot { account, json }) => admin_command(
+            &cli.common,
+            &runtime,
+            AdminRequest::CreateRootUser { account },
+            json,
+            |result| {
+                eprintln!("root user created; the secret key is shown only this once");
+                format!(
+                    "access_key {}\nsecret_key {}",
+                    text(result, "access_key"),
+                    text(result, "secret_key")
+                )
             },
         ),
     }

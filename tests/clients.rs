@@ -7,7 +7,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{Server, account_with_key};
+use common::{Server, account_with_key, root_user};
 
 fn python() -> String {
     std::env::var("STRATA_TEST_PYTHON").expect(
@@ -34,4 +34,26 @@ fn pyarrow_appends_and_reads_arrow_ipc() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(String::from_utf8_lossy(&output.stdout).contains("pyarrow client: ok"));
+}
+
+#[test]
+fn botocore_signs_platform_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let root = root_user(dir.path(), "acme");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/sigv4_client.py");
+    let output = Command::new(python())
+        .arg(script)
+        .env("STRATA_PLATFORM_URL", &server.platform_url)
+        .env("STRATA_ACCESS_KEY", &root.access_key)
+        .env("STRATA_SECRET_KEY", &root.secret_key)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "the botocore client failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(String::from_utf8_lossy(&output.stdout).contains("sigv4 client: ok"));
 }

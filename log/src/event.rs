@@ -43,6 +43,7 @@ impl Envelope {
             Some(Body::DatabaseDeleted(_)) => "database_deleted",
             Some(Body::DatabasePurged(_)) => "database_purged",
             Some(Body::StorageVerified(_)) => "storage_verified",
+            Some(Body::UserCreated(_)) => "user_created",
             Some(Body::TableCreated(_)) => "table_created",
             Some(Body::TableDropped(_)) => "table_dropped",
             Some(Body::RowsAppended(_)) => "rows_appended",

@@ -63,6 +63,14 @@ pub fn body_json(body: Option<&Body>) -> Result<Value> {
             "key_sha256": hex(&b.key_sha256),
             "databases_pattern": b.databases_pattern,
         }),
+        // The sealed secret stays out of change streams and dumps.
+        Some(Body::UserCreated(b)) => json!({
+            "account": b.account,
+            "name": b.name,
+            "access_key": b.access_key,
+            "root": b.root,
+            "roles": b.roles,
+        }),
         Some(Body::DatabaseCreated(b)) => json!({
             "account": b.account,
             "name": b.name,

@@ -37,6 +37,18 @@ pub struct ApiKey {
     pub created_at_micros: i64,
 }
 
+/// A platform user: SigV4 credentials with the secret sealed (see `UserCreated`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct User {
+    pub account: String,
+    pub name: String,
+    pub access_key: String,
+    pub sealed_secret: Vec<u8>,
+    pub root: bool,
+    pub roles: Vec<String>,
+    pub created_at_micros: i64,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DatabaseStatus {
@@ -94,9 +106,16 @@ pub struct ControlState {
     pub keys: BTreeMap<String, ApiKey>,
     /// By (account, database name).
     pub databases: BTreeMap<(String, String), Database>,
+    /// Platform users, by access key.
+    pub users: BTreeMap<String, User>,
 }
 
 impl ControlState {
+    /// The root user of `account`, if it has one.
+    pub fn root_user(&self, account: &str) -> Option<&User> {
+        self.users.values().find(|u| u.account == account && u.root)
+    }
+
     pub fn database(&self, account: &str, name: &str) -> Option<&Database> {
         self.databases.get(&(account.to_owned(), name.to_owned()))
     }
@@ -169,6 +188,21 @@ impl ControlState {
                 );
                 vec![RecordKey::Key(created.key_id.clone())]
             }
+            Body::UserCreated(created) => {
+                self.users.insert(
+                    created.access_key.clone(),
+                    User {
+                        account: created.account.clone(),
+                        name: created.name.clone(),
+                        access_key: created.access_key.clone(),
+                        sealed_secret: created.sealed_secret.to_vec(),
+                        root: created.root,
+                        roles: created.roles.clone(),
+                        created_at_micros: at,
+                    },
+                );
+                vec![RecordKey::User(created.access_key.clone())]
+            }
             Body::DatabaseCreated(created) => {
                 let key = (created.account.clone(), created.name.clone());
                 let storage = created.storage.as_ref().map(StorageBinding::from_event);
@@ -240,6 +274,7 @@ enum RecordKey {
     Account(String),
     Key(String),
     Database((String, String)),
+    User(String),
 }
 
 impl RecordKey {
@@ -248,6 +283,7 @@ impl RecordKey {
             RecordKey::Account(name) => format!("a/{name}"),
             RecordKey::Key(id) => format!("k/{id}"),
             RecordKey::Database((account, name)) => format!("d/{account}/{name}"),
+            RecordKey::User(access_key) => format!("u/{access_key}"),
         }
     }
 }
@@ -275,6 +311,9 @@ impl ControlProjection {
             state
                 .databases
                 .insert((database.account.clone(), database.name.clone()), database);
+        }
+        for user in store::scan::<User>(&tree, "u/")? {
+            state.users.insert(user.access_key.clone(), user);
         }
         let checkpoint = store::load_checkpoint(&tree)?;
         Ok(ControlProjection {
@@ -319,6 +358,10 @@ impl Projection for ControlProjection {
                 },
                 RecordKey::Database(pair) => match next.databases.get(pair) {
                     Some(database) => writes.put(&text, database)?,
+                    None => writes.delete(&text),
+                },
+                RecordKey::User(access_key) => match next.users.get(access_key) {
+                    Some(user) => writes.put(&text, user)?,
                     None => writes.delete(&text),
                 },
             }

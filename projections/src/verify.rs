@@ -257,6 +257,9 @@ pub fn control_difference(live: &ControlState, rebuilt: &ControlState) -> String
     if live.databases != rebuilt.databases {
         parts.push("databases");
     }
+    if live.users != rebuilt.users {
+        parts.push("users");
+    }
     format!(
         "control state: the live {} differ from the log's",
         parts.join(", ")

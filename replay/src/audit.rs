@@ -194,6 +194,16 @@ fn describe(event: &Envelope) -> Change {
             account = Some(b.account.clone());
             format!("key {} for databases {:?}", b.key_id, b.databases_pattern)
         }
+        Some(Body::UserCreated(b)) => {
+            account = Some(b.account.clone());
+            match b.root {
+                true => format!("root user, access key {}", b.access_key),
+                false => format!(
+                    "user {}, access key {}, roles {:?}",
+                    b.name, b.access_key, b.roles
+                ),
+            }
+        }
         Some(Body::DatabaseCreated(b)) => {
             (account, database) = (Some(b.account.clone()), Some(b.name.clone()));
             match &b.storage {

@@ -10,6 +10,7 @@
 //! - [`purge`]: the background purge of deleted databases.
 //! - [`changes`]: change streams over a database's partitions.
 //! - [`placement`]: which node of a cluster serves what.
+//! - [`users`]: platform users, request signatures, authorization.
 
 mod catalog;
 mod changes;
@@ -22,6 +23,7 @@ mod recovery;
 mod registry;
 pub mod search;
 mod table;
+mod users;
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
@@ -45,6 +47,7 @@ pub use self::{
     recovery::RestoreSummary,
     registry::DatabaseGuard,
     table::{RowCount, TableRuntime},
+    users::{Action, PlatformPrincipal, RootCredentials},
 };
 use crate::{
     config::{Config, LogBackend},
@@ -108,6 +111,8 @@ pub struct Engine {
     metrics: Arc<Metrics>,
     /// Set when the server shuts down: change streams end.
     streams: tokio::sync::watch::Sender<bool>,
+    /// Seals the secrets the control partition holds (users' secret keys).
+    seal: crate::seal::SealKey,
     /// This node's membership of the cluster of its log (Kafka logs only).
     cluster: std::sync::OnceLock<crate::cluster::Membership>,
 }
@@ -146,6 +151,7 @@ impl Engine {
                 Arc::new(KafkaLog::connect(options).await?)
             }
         };
+        let seal = crate::seal::SealKey::load(&config.platform.seal_key, &config.data_dir)?;
         let state_dir = config.data_dir.join("state");
         let store = blocking(move || StateStore::open(state_dir)).await??;
         let tables_dir = config.data_dir.join("tables");
@@ -180,6 +186,7 @@ impl Engine {
             metrics,
             streams: tokio::sync::watch::channel(false).0,
             cluster: std::sync::OnceLock::new(),
+            seal,
         });
         engine.resume_purges();
         engine.spawn_hibernator();
@@ -192,6 +199,25 @@ impl Engine {
 
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
+    }
+
+    /// A stable id of this installation, the same on every node of a cluster (the
+    /// Elasticsearch `cluster_uuid`): derived from where its log is.
+    pub fn cluster_uuid(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let seed = match self.config.log.backend {
+            LogBackend::File => format!("file:{}", self.config.data_dir.display()),
+            LogBackend::Kafka => format!(
+                "kafka:{}/{}",
+                self.config.log.kafka.brokers, self.config.log.kafka.topic_prefix
+            ),
+        };
+        let digest = Sha256::digest(seed.as_bytes());
+        let mut bytes = [0u8; 16];
+        bytes.copy_from_slice(&digest[..16]);
+        uuid::Builder::from_random_bytes(bytes)
+            .into_uuid()
+            .to_string()
     }
 
     /// Makes projection state durable; call before the process exits.

@@ -125,7 +125,7 @@ impl Engine {
 
     /// Waits until this node's control projection has applied everything in the control
     /// partition now.
-    async fn catch_up_control(&self) -> Result<()> {
+    pub(super) async fn catch_up_control(&self) -> Result<()> {
         let partition = self.control.partition().clone();
         let end = self.log.high_water_mark(&partition).await?;
         if end == 0 {

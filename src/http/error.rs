@@ -27,6 +27,7 @@ pub fn status(code: ErrorCode) -> StatusCode {
         ErrorCode::DatabaseExists
         | ErrorCode::TableExists
         | ErrorCode::AccountExists
+        | ErrorCode::UserExists
         | ErrorCode::Busy => StatusCode::CONFLICT,
         ErrorCode::ConcurrentChange => StatusCode::PRECONDITION_FAILED,
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -115,6 +116,7 @@ mod tests {
             ErrorCode::DatabaseExists,
             ErrorCode::TableExists,
             ErrorCode::AccountExists,
+            ErrorCode::UserExists,
             ErrorCode::Busy,
             ErrorCode::ConcurrentChange,
             ErrorCode::Unavailable,

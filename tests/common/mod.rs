@@ -244,6 +244,7 @@ pub struct Answer {
     pub request_id: Option<String>,
     /// The node that served the request (`x-strata-node`).
     pub node: Option<String>,
+    pub headers: reqwest::header::HeaderMap,
 }
 
 impl Answer {
@@ -325,6 +326,7 @@ impl Client {
         let retry_after = header("retry-after");
         let request_id = header("x-request-id");
         let node = header("x-strata-node");
+        let headers = response.headers().clone();
         let text = response.text().await.ok()?;
         let body = if text.is_empty() {
             Value::Null
@@ -337,6 +339,7 @@ impl Client {
             retry_after,
             request_id,
             node,
+            headers,
         })
     }
 
@@ -433,4 +436,148 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     false
+}
+
+/// A platform user's SigV4 credentials.
+#[derive(Clone, Debug)]
+pub struct Credentials {
+    pub access_key: String,
+    pub secret_key: String,
+}
+
+/// Creates `account` (if needed) and its root user; returns the root user's credentials.
+pub fn root_user(dir: &Path, account: &str) -> Credentials {
+    let existing = strata(dir, &["accounts", "create", account]);
+    assert!(
+        existing.status.success() || String::from_utf8_lossy(&existing.stderr).contains("exists"),
+        "{}",
+        String::from_utf8_lossy(&existing.stderr)
+    );
+    let out: Value = serde_json::from_str(&admin(
+        dir,
+        &["users", "create-root", "--account", account, "--json"],
+    ))
+    .unwrap();
+    Credentials {
+        access_key: out["access_key"].as_str().unwrap().to_owned(),
+        secret_key: out["secret_key"].as_str().unwrap().to_owned(),
+    }
+}
+
+/// A client of the platform API that signs its requests with SigV4 (strata's own signing
+/// code; tests/clients/ signs with botocore).
+#[derive(Clone)]
+pub struct Signed {
+    pub http: reqwest::Client,
+    pub base: String,
+    pub credentials: Credentials,
+    pub region: String,
+    pub service: String,
+}
+
+impl Signed {
+    pub fn new(server: &Server, credentials: &Credentials) -> Signed {
+        Signed {
+            http: reqwest::Client::new(),
+            base: server.platform_url.clone(),
+            credentials: credentials.clone(),
+            region: "us-east-1".to_owned(),
+            service: "strata".to_owned(),
+        }
+    }
+
+    /// The headers that sign `method path?query` with `body` and `extra` headers at `at`.
+    pub fn sign(
+        &self,
+        method: &str,
+        path_and_query: &str,
+        extra: &[(&str, &str)],
+        body: &[u8],
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Vec<(String, String)> {
+        use strata::sigv4;
+        let host = self.base.trim_start_matches("http://").to_owned();
+        let amz_date = at.format("%Y%m%dT%H%M%SZ").to_string();
+        let (path, query) = path_and_query
+            .split_once('?')
+            .unwrap_or((path_and_query, ""));
+        let mut headers: Vec<(String, String)> = vec![
+            ("host".to_owned(), host),
+            ("x-amz-date".to_owned(), amz_date.clone()),
+        ];
+        headers.extend(
+            extra
+                .iter()
+                .map(|(n, v)| (n.to_lowercase(), (*v).to_owned())),
+        );
+        let mut signed_headers: Vec<String> = headers.iter().map(|(n, _)| n.clone()).collect();
+        signed_headers.sort();
+        let signature = sigv4::Signature {
+            access_key: self.credentials.access_key.clone(),
+            scope: format!(
+                "{}/{}/{}/aws4_request",
+                &amz_date[..8],
+                self.region,
+                self.service
+            ),
+            amz_date,
+            signed_headers,
+            signature: String::new(),
+            expires: None,
+        };
+        let body_sha256 = sigv4::sha256_hex(body);
+        let request = sigv4::Request {
+            method,
+            path,
+            query,
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.as_str(), v.as_str()))
+                .collect(),
+            body_sha256: &body_sha256,
+        };
+        let computed = sigv4::compute(&request, &signature, &self.credentials.secret_key, true);
+        headers.retain(|(name, _)| name != "host");
+        headers.push((
+            "authorization".to_owned(),
+            format!(
+                "{} Credential={}/{}, SignedHeaders={}, Signature={}",
+                sigv4::ALGORITHM,
+                signature.access_key,
+                signature.scope,
+                signature.signed_headers.join(";"),
+                computed.signature
+            ),
+        ));
+        headers
+    }
+
+    /// Sends `headers` (signed ones, or not) with `body`; `None` when the server is gone.
+    pub async fn send_raw(
+        &self,
+        method: &str,
+        path_and_query: &str,
+        headers: &[(String, String)],
+        body: Vec<u8>,
+    ) -> Answer {
+        let mut request = self.http.request(
+            reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+            format!("{}{path_and_query}", self.base),
+        );
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        Client::answer(request.body(body).send().await.expect("the server answers")).await
+    }
+
+    /// A signed request with a JSON body (or none).
+    pub async fn send(&self, method: &str, path_and_query: &str, body: Option<&Value>) -> Answer {
+        let body = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
+        let extra: &[(&str, &str)] = match body.is_empty() {
+            true => &[],
+            false => &[("content-type", "application/json")],
+        };
+        let headers = self.sign(method, path_and_query, extra, &body, chrono::Utc::now());
+        self.send_raw(method, path_and_query, &headers, body).await
+    }
 }
