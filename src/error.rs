@@ -116,6 +116,12 @@ pub enum Error {
     #[error("table {0:?} already exists")]
     TableExists(String),
 
+    #[error("dataset {0:?} already exists")]
+    DatasetExists(String),
+
+    #[error("dataset {0:?} does not exist")]
+    DatasetNotFound(String),
+
     #[error("account {0:?} already exists")]
     AccountExists(String),
 
@@ -168,7 +174,8 @@ impl Error {
             Error::TableNotFound(_) => ErrorCode::TableNotFound,
             Error::AccountNotFound(_) => ErrorCode::AccountNotFound,
             Error::DatabaseExists { .. } => ErrorCode::DatabaseExists,
-            Error::TableExists(_) => ErrorCode::TableExists,
+            Error::TableExists(_) | Error::DatasetExists(_) => ErrorCode::TableExists,
+            Error::DatasetNotFound(_) => ErrorCode::TableNotFound,
             Error::AccountExists(_) => ErrorCode::AccountExists,
             Error::UserExists(_) => ErrorCode::UserExists,
             Error::Busy(_) => ErrorCode::Busy,

@@ -40,6 +40,9 @@ fn node(dir: &Path, name: &str, log_env: &[(&'static str, String)]) -> Server {
             &lease,
             "--set",
             "tables.flush_rows=50",
+            // One seal key for the cluster: users' secrets are sealed with it in the log.
+            "--set",
+            "platform.seal_key=5eb1a7e5eb1a7e5eb1a7e5eb1a7e5eb1a7e5eb1a7e5eb1a7e5eb1a7e5eb1a7e5",
         ],
         log_env,
     )
@@ -190,6 +193,23 @@ async fn a_killed_owners_databases_move_to_the_other_node_with_every_acknowledge
         !owned_by_a.is_empty() && owned_by_a.len() < owners.len(),
         "both nodes should own some of six databases: {owners:?}"
     );
+
+    // The platform API too: dataset requests through either node are served by the owner of
+    // the account's `default` database, the signature checked again there.
+    let root = common::root_user(&dir_a, "acme");
+    let (platform_a, platform_b) = (
+        common::Signed::new(&a, &root),
+        common::Signed::new(&b, &root),
+    );
+    let created = platform_b.send("PUT", "/events", None).await;
+    assert_eq!(created.status, 200, "{created:?}");
+    let default_owner = created.node.clone().unwrap();
+    for client in [&platform_a, &platform_b] {
+        let listed = client.send("GET", "/metadata", None).await;
+        assert_eq!(listed.status, 200, "{listed:?}");
+        assert_eq!(listed.body[0]["index"], "events");
+        assert_eq!(listed.node.as_deref(), Some(default_owner.as_str()));
+    }
 
     // Writers on every database through both nodes; a is killed while they write.
     let stop = Arc::new(AtomicBool::new(false));

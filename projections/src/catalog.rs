@@ -63,6 +63,9 @@ pub struct TableDef {
     /// The table's rows are the events of its partition from this offset on.
     pub start_offset: u64,
     pub created_at_micros: i64,
+    /// A platform dataset (see `TableCreated.dataset`).
+    #[serde(default)]
+    pub dataset: bool,
 }
 
 impl TableDef {
@@ -116,6 +119,7 @@ impl TableDef {
             vector_metric,
             start_offset: created.start_offset,
             created_at_micros,
+            dataset: created.dataset,
         })
     }
 
@@ -261,6 +265,7 @@ mod tests {
                 vector_metric: "l2".into(),
                 start_offset: 5,
                 database_id: "dbid".into(),
+                dataset: false,
             })),
             ..Default::default()
         }

@@ -262,12 +262,19 @@ impl Engine {
             database_id: database.id.clone(),
         });
         permit.write(body, origin).await?;
-        self.forget_table_usage(&database.account, &table.id);
-        // Its files go in the background; the log keeps its history.
+        drop(permit);
+        self.release_table(&runtime, &table);
+        Ok(())
+    }
+
+    /// After a table was dropped: its usage is forgotten, and its files go in the background
+    /// (the log keeps its history).
+    pub(super) fn release_table(&self, runtime: &DatabaseRuntime, table: &TableDef) {
+        self.forget_table_usage(&runtime.account, &table.id);
         let active = runtime.take_table(&table.id);
         let store = runtime.store.clone();
         let prefix = runtime.root.clone().join(table.id.as_str()).to_string();
-        let indexes = self.index_dir(&database.id, &table.id);
+        let indexes = self.index_dir(&runtime.id, &table.id);
         tokio::spawn(async move {
             if let Some(active) = active {
                 active.handle().close().await;
@@ -277,7 +284,6 @@ impl Engine {
             }
             super::remove_local_dir(&indexes).await;
         });
-        Ok(())
     }
 
     pub async fn list_tables(&self, principal: &Principal, database: &str) -> Result<Vec<String>> {

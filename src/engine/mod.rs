@@ -15,6 +15,7 @@
 mod catalog;
 mod changes;
 mod control;
+mod datasets;
 mod leader;
 mod placement;
 mod purge;
@@ -42,6 +43,7 @@ pub use self::{
     catalog::{ColumnSpec, CreateTable},
     changes::{Change, ChangeStream, StreamStart},
     control::{DatabaseInfo, KeyInfo, Principal, StorageRequest},
+    datasets::{DEFAULT_DATABASE, DatasetInfo},
     leader::Origin,
     placement::{CONTROL, database_key},
     recovery::RestoreSummary,

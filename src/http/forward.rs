@@ -81,7 +81,10 @@ pub(super) async fn data_plane(
     }
     match state.engine.owner_elsewhere(&key) {
         None => next.run(request).await,
-        Some(owner) => forward(&state, owner, request).await,
+        Some(owner) => {
+            let to = owner.data_addr.clone();
+            forward(&state, &owner, &to, request, Listener::Data).await
+        }
     }
 }
 
@@ -118,20 +121,36 @@ async fn placement(
     Ok(Some(database_key(&principal.account, database)))
 }
 
-/// Sends the request on to `owner` and streams its answer back.
-async fn forward(state: &AppState, owner: Member, request: Request) -> Response {
+/// Which listener a request is forwarded to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Listener {
+    Data,
+    /// Platform requests keep their `Host` header: it is among the headers their SigV4
+    /// signature covers, and the owner checks the signature again.
+    Platform,
+}
+
+/// Sends the request on to `owner` at `addr` and streams its answer back.
+pub(super) async fn forward(
+    state: &AppState,
+    owner: &Member,
+    addr: &str,
+    request: Request,
+    listener: Listener,
+) -> Response {
     let (parts, body) = request.into_parts();
     if let Some(slot) = parts.extensions.get::<RouteSlot>() {
         let _ = slot.0.set("forwarded".to_owned());
     }
     let target = format!(
-        "http://{}{}",
-        owner.data_addr,
+        "http://{addr}{}",
         parts.uri.path_and_query().map_or("/", |p| p.as_str())
     );
     let mut headers = parts.headers;
     for name in HOP_BY_HOP {
-        headers.remove(name);
+        if !(listener == Listener::Platform && name == header::HOST) {
+            headers.remove(name);
+        }
     }
     if let Ok(me) = HeaderValue::from_str(state.engine.node()) {
         headers.insert(FORWARDED_BY.clone(), me);

@@ -10,7 +10,7 @@
 
 use axum::{
     Extension, Json, Router,
-    body::Body,
+    body::{Body, Bytes},
     extract::{Request, State},
     http::{HeaderName, HeaderValue, Method, Uri},
     middleware::{self, Next},
@@ -19,9 +19,9 @@ use axum::{
 };
 use serde_json::json;
 
-use super::{AppState, error::PlatformError, health};
+use super::{AppState, RequestId, body::PathName, error::PlatformError, forward, health};
 use crate::{
-    engine::{Action, PlatformPrincipal},
+    engine::{Action, DEFAULT_DATABASE, PlatformPrincipal, database_key},
     error::Error,
     sigv4,
 };
@@ -35,6 +35,13 @@ pub fn routes(state: AppState) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/", get(cluster_info))
+        .route(
+            "/{name}",
+            get(list_datasets)
+                .put(create_dataset)
+                .delete(delete_dataset),
+        )
+        .route("/{name}/metadata", get(dataset_info))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), signed))
@@ -72,7 +79,7 @@ async fn signed(State(state): State<AppState>, request: Request, next: Next) -> 
         }
         .into_response();
     }
-    let (mut parts, body) = request.into_parts();
+    let (parts, body) = request.into_parts();
     let max = state.engine.config().server.max_body_bytes;
     let bytes = match axum::body::to_bytes(body, max).await {
         Ok(bytes) => bytes,
@@ -102,9 +109,26 @@ async fn signed(State(state): State<AppState>, request: Request, next: Next) -> 
         Err(error) => return refuse(error),
     };
     tracing::debug!(account = %principal.account, user = %principal.user, "signed request");
-    parts.extensions.insert(principal);
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+    // In a cluster, what touches datasets is served by the owner of the account's `default`
+    // database; the owner checks the signature again.
+    let owner = (parts.uri.path() != "/" && !parts.headers.contains_key(&forward::FORWARDED_BY))
+        .then(|| {
+            state
+                .engine
+                .owner_elsewhere(&database_key(&principal.account, DEFAULT_DATABASE))
+        })
+        .flatten();
+    let mut request = Request::from_parts(parts, Body::from(bytes));
+    match owner {
+        Some(owner) => {
+            let to = owner.platform_addr.clone();
+            forward::forward(&state, &owner, &to, request, forward::Listener::Platform).await
+        }
+        None => {
+            request.extensions_mut().insert(principal);
+            next.run(request).await
+        }
+    }
 }
 
 fn check_version(request: &Request) -> Result<(), Error> {
@@ -178,4 +202,108 @@ async fn method_not_allowed(method: Method, uri: Uri) -> Response {
         error: Error::MethodNotAllowed(format!("{method} is not allowed on {}", uri.path())),
     }
     .into_response()
+}
+
+/// The error of `operation`, in the platform's shape.
+fn failed(operation: &'static str) -> impl FnOnce(Error) -> PlatformError {
+    move |error| PlatformError { operation, error }
+}
+
+/// GET /metadata (the one GET on a single segment): every dataset's info record.
+async fn list_datasets(
+    State(state): State<AppState>,
+    Extension(principal): Extension<PlatformPrincipal>,
+    name: Result<PathName, Error>,
+    method: Method,
+    uri: Uri,
+) -> Result<Response, PlatformError> {
+    let PathName(name) = name.map_err(failed("request"))?;
+    if name != "metadata" {
+        return Ok(not_found(method, uri).await);
+    }
+    let datasets = state
+        .engine
+        .datasets(&principal)
+        .await
+        .map_err(failed("list datasets"))?;
+    Ok(Json(datasets).into_response())
+}
+
+/// PUT /{dataset}: creates an empty dataset. The optional body is an Elasticsearch-style index
+/// configuration; its `settings` are accepted and ignored (one shard, no replicas, always).
+async fn create_dataset(
+    State(state): State<AppState>,
+    Extension(principal): Extension<PlatformPrincipal>,
+    Extension(request_id): Extension<RequestId>,
+    name: Result<PathName, Error>,
+    body: Bytes,
+) -> Result<Response, PlatformError> {
+    let operation = "create dataset";
+    let PathName(name) = name.map_err(failed(operation))?;
+    check_configuration(&body).map_err(failed(operation))?;
+    state
+        .engine
+        .create_dataset(&principal, &name, &principal.origin(&request_id.0))
+        .await
+        .map_err(failed(operation))?;
+    Ok(
+        Json(json!({"acknowledged": true, "shards_acknowledged": true, "index": name}))
+            .into_response(),
+    )
+}
+
+/// The body of PUT /{dataset}: nothing, or a JSON object with `settings` and `aliases`.
+fn check_configuration(body: &[u8]) -> Result<(), Error> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(());
+    }
+    let value: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|error| Error::BadRequest(format!("invalid configuration: {error}")))?;
+    let Some(object) = value.as_object() else {
+        return Err(Error::BadRequest(
+            "the configuration must be a JSON object".to_owned(),
+        ));
+    };
+    match object
+        .keys()
+        .find(|key| !matches!(key.as_str(), "settings" | "aliases"))
+    {
+        Some(key) => Err(Error::BadRequest(format!(
+            "unsupported configuration key {key:?} (settings and aliases are accepted)"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// DELETE /{dataset}: the dataset and all its records, for good.
+async fn delete_dataset(
+    State(state): State<AppState>,
+    Extension(principal): Extension<PlatformPrincipal>,
+    Extension(request_id): Extension<RequestId>,
+    name: Result<PathName, Error>,
+) -> Result<Response, PlatformError> {
+    let operation = "delete dataset";
+    let PathName(name) = name.map_err(failed(operation))?;
+    state
+        .engine
+        .delete_dataset(&principal, &name, &principal.origin(&request_id.0))
+        .await
+        .map_err(failed(operation))?;
+    Ok(Json(json!({"acknowledged": true})).into_response())
+}
+
+/// GET and HEAD /{dataset}/metadata: one dataset's info record (HEAD: 200 or 404, no body).
+async fn dataset_info(
+    State(state): State<AppState>,
+    Extension(principal): Extension<PlatformPrincipal>,
+    name: Result<PathName, Error>,
+) -> Result<Response, PlatformError> {
+    let operation = "dataset metadata";
+    let PathName(name) = name.map_err(failed(operation))?;
+    let info = state
+        .engine
+        .dataset_info(&principal, &name)
+        .await
+        .map_err(failed(operation))?;
+    Ok(Json(info).into_response())
 }

@@ -53,6 +53,7 @@ fn table() -> Arc<TableDef> {
         vector_metric: Some(VectorMetric::L2),
         start_offset: 0,
         created_at_micros: 0,
+        dataset: false,
     })
 }
 

@@ -1,0 +1,403 @@
+//! Platform datasets: tables of the account's database `default`, created on the account's first
+//! dataset, written through the log and read from the same projections as every table.
+//!
+//! A dataset starts with the two fields every record has, `_id` (its id, exact-match indexed)
+//! and `@timestamp`; the fields its records bring are added as they come. Dataset names follow
+//! the platform's rules ([`check_name`]); a table of `default` that was not created as a
+//! dataset (through the data plane) is not one.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use strata_log::{
+    PartitionId,
+    envelope::Body,
+    event::{Column, TableCreated, TableDropped},
+};
+use strata_projections::{
+    catalog::TableDef,
+    control::{Database, DatabaseStatus},
+};
+
+use super::{Action, DatabaseGuard, Engine, Origin, PlatformPrincipal, Principal};
+use crate::error::{Error, Result};
+
+/// The database of an account's datasets.
+pub const DEFAULT_DATABASE: &str = "default";
+
+/// The id of a record.
+pub const ID_FIELD: &str = "_id";
+/// The primary time of a record.
+pub const TIMESTAMP_FIELD: &str = "@timestamp";
+
+/// Names the platform uses as the first segment of its paths (docs/api.md).
+pub const RESERVED_NAMES: &[&str] = &[
+    "metadata",
+    "sql",
+    "_sql",
+    "promql",
+    "assistant",
+    "user",
+    "users",
+    "role",
+    "roles",
+    "alert",
+    "alerts",
+    "monitor",
+    "monitors",
+    "source",
+    "sources",
+    "import",
+    "_msearch",
+    "_connector",
+    "_bulk",
+    "_search",
+    "_cat",
+    "api",
+    "metrics",
+    "health",
+];
+
+const MAX_NAME: usize = 255;
+
+/// A dataset name: 1 to 255 ASCII letters, digits, `-`, `.` and `_`, not starting with `_` or
+/// `.`, and not a reserved name.
+pub fn check_name(name: &str) -> Result<()> {
+    let invalid = |reason: String| {
+        Err(Error::InvalidName(format!(
+            "invalid dataset name {name:?}: {reason}"
+        )))
+    };
+    if name.is_empty() || name.len() > MAX_NAME {
+        return invalid(format!("it must have 1 to {MAX_NAME} characters"));
+    }
+    if name.starts_with('_') || name.starts_with('.') {
+        return invalid("it must not start with an underscore or a dot".to_owned());
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_')))
+    {
+        return invalid(format!(
+            "{c:?} is not allowed (letters, digits, hyphens, dots and underscores are)"
+        ));
+    }
+    if RESERVED_NAMES.contains(&name) {
+        return invalid("it is reserved by the platform".to_owned());
+    }
+    Ok(())
+}
+
+/// A dataset info record, as GET /metadata lists them: every value a string.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DatasetInfo {
+    pub health: String,
+    pub status: String,
+    pub index: String,
+    pub uuid: String,
+    pub pri: String,
+    pub rep: String,
+    #[serde(rename = "docs.count")]
+    pub docs_count: String,
+    #[serde(rename = "docs.deleted")]
+    pub docs_deleted: String,
+    #[serde(rename = "store.size")]
+    pub store_size: String,
+    #[serde(rename = "pri.store.size")]
+    pub pri_store_size: String,
+}
+
+/// A size with its unit, as Elasticsearch's `_cat` APIs print it: `512b`, `1.5kb`, `3mb`.
+pub fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["b", "kb", "mb", "gb", "tb", "pb"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        return format!("{bytes}b");
+    }
+    let text = format!("{value:.1}");
+    let text = text.strip_suffix(".0").unwrap_or(&text);
+    format!("{text}{}", UNITS[unit])
+}
+
+/// The refusal of a dataset change that meets another in flight.
+fn busy(account: &str) -> Error {
+    Error::Busy(format!(
+        "another change to the datasets of account {account:?} is in flight; retry after the Retry-After interval"
+    ))
+}
+
+impl Principal {
+    /// The whole account: what the platform API acts as when it uses the data plane's
+    /// operations for a signed user (whose own rights [`Engine::authorize`] checked).
+    pub(super) fn account_wide(account: &str) -> Principal {
+        Principal {
+            account: account.to_owned(),
+            key_id: String::new(),
+            databases_pattern: "*".to_owned(),
+        }
+    }
+}
+
+impl Engine {
+    /// The account's `default` database, made when `create` says so and it does not exist.
+    async fn default_database(
+        &self,
+        account: &str,
+        create: bool,
+        origin: &Origin,
+    ) -> Result<Option<Database>> {
+        let find = || {
+            self.control_state()
+                .database(account, DEFAULT_DATABASE)
+                .cloned()
+        };
+        if find().is_none() && self.clustered() {
+            // Another node may have made it a moment ago.
+            self.catch_up_control().await?;
+        }
+        match find() {
+            Some(database) if database.status == DatabaseStatus::Ready => {
+                return Ok(Some(database));
+            }
+            Some(_) => {
+                return Err(Error::Unavailable(format!(
+                    "the database {DEFAULT_DATABASE:?} of account {account:?} is being deleted; retry once its purge ends"
+                )));
+            }
+            None if !create => return Ok(None),
+            None => {}
+        }
+        let principal = Principal::account_wide(account);
+        match self
+            .create_database(&principal, DEFAULT_DATABASE, None, origin)
+            .await
+        {
+            // Made by a request running alongside: as good.
+            Ok(_) | Err(Error::DatabaseExists { .. }) => {}
+            Err(error) => return Err(error),
+        }
+        Ok(find().filter(|d| d.status == DatabaseStatus::Ready))
+    }
+
+    /// The runtime of the account's `default` database and the definition of dataset `name`.
+    async fn dataset(&self, account: &str, name: &str) -> Result<(DatabaseGuard, Arc<TableDef>)> {
+        let not_found = || Error::DatasetNotFound(name.to_owned());
+        let origin = Origin::system();
+        let database = self
+            .default_database(account, false, &origin)
+            .await?
+            .ok_or_else(not_found)?;
+        let runtime = self.runtime(&database).await?;
+        let def = runtime
+            .catalog
+            .snapshot()
+            .tables
+            .get(name)
+            .filter(|def| def.dataset)
+            .cloned()
+            .ok_or_else(not_found)?;
+        Ok((runtime, def))
+    }
+
+    /// PUT /{dataset}: an empty dataset.
+    pub async fn create_dataset(
+        &self,
+        principal: &PlatformPrincipal,
+        name: &str,
+        origin: &Origin,
+    ) -> Result<()> {
+        check_name(name)?;
+        self.authorize(principal, Action::DatasetCreate, name)?;
+        let database = self
+            .default_database(&principal.account, true, origin)
+            .await?
+            .ok_or_else(|| {
+                Error::Unavailable(format!(
+                    "the database {DEFAULT_DATABASE:?} is not ready yet; retry"
+                ))
+            })?;
+        let runtime = self.runtime(&database).await?;
+        let mut permit = runtime
+            .catalog
+            .try_permit(self.write_wait())
+            .await?
+            .ok_or_else(|| busy(&principal.account))?;
+        self.still_ready(&runtime)?;
+        if permit.snapshot().tables.contains_key(name) {
+            return Err(Error::DatasetExists(name.to_owned()));
+        }
+        let partition = PartitionId::table(&database.account, &database.name, name);
+        let created = TableCreated {
+            name: name.to_owned(),
+            table_id: uuid::Uuid::now_v7().to_string(),
+            columns: vec![
+                Column {
+                    name: ID_FIELD.to_owned(),
+                    r#type: "utf8".to_owned(),
+                    nullable: false,
+                },
+                Column {
+                    name: TIMESTAMP_FIELD.to_owned(),
+                    r#type: "timestamp[ms,UTC]".to_owned(),
+                    nullable: false,
+                },
+            ],
+            exact_columns: vec![ID_FIELD.to_owned()],
+            start_offset: self.log.high_water_mark(&partition).await?,
+            database_id: database.id.clone(),
+            dataset: true,
+            ..Default::default()
+        };
+        permit.write(Body::TableCreated(created), origin).await?;
+        Ok(())
+    }
+
+    /// DELETE /{dataset}: the dataset and its records, for good.
+    pub async fn delete_dataset(
+        &self,
+        principal: &PlatformPrincipal,
+        name: &str,
+        origin: &Origin,
+    ) -> Result<()> {
+        self.authorize(principal, Action::DatasetDelete, name)?;
+        let (runtime, def) = self.dataset(&principal.account, name).await?;
+        let mut permit = runtime
+            .catalog
+            .try_permit(self.write_wait())
+            .await?
+            .ok_or_else(|| busy(&principal.account))?;
+        self.still_ready(&runtime)?;
+        if permit.snapshot().tables.get(name).map(|t| &t.id) != Some(&def.id) {
+            return Err(Error::DatasetNotFound(name.to_owned()));
+        }
+        let body = Body::TableDropped(TableDropped {
+            name: name.to_owned(),
+            table_id: def.id.clone(),
+            database_id: runtime.id.clone(),
+        });
+        permit.write(body, origin).await?;
+        drop(permit);
+        self.release_table(&runtime, &def);
+        Ok(())
+    }
+
+    /// GET /metadata: the account's datasets, by name.
+    pub async fn datasets(&self, principal: &PlatformPrincipal) -> Result<Vec<DatasetInfo>> {
+        self.authorize(principal, Action::MetadataRead, "*")?;
+        let origin = Origin::system();
+        let Some(database) = self
+            .default_database(&principal.account, false, &origin)
+            .await?
+        else {
+            return Ok(Vec::new());
+        };
+        let runtime = self.runtime(&database).await?;
+        let defs: Vec<Arc<TableDef>> = runtime
+            .catalog
+            .snapshot()
+            .tables
+            .values()
+            .filter(|def| def.dataset)
+            .cloned()
+            .collect();
+        let mut infos = Vec::with_capacity(defs.len());
+        for def in defs {
+            infos.push(self.dataset_info_of(&runtime, &def).await?);
+        }
+        Ok(infos)
+    }
+
+    /// GET /{dataset}/metadata.
+    pub async fn dataset_info(
+        &self,
+        principal: &PlatformPrincipal,
+        name: &str,
+    ) -> Result<DatasetInfo> {
+        self.authorize(principal, Action::MetadataRead, name)?;
+        let (runtime, def) = self.dataset(&principal.account, name).await?;
+        self.dataset_info_of(&runtime, &def).await
+    }
+
+    async fn dataset_info_of(
+        &self,
+        runtime: &DatabaseGuard,
+        def: &Arc<TableDef>,
+    ) -> Result<DatasetInfo> {
+        let table = self.table_runtime(runtime, def).await?;
+        let snapshot = table.snapshot();
+        let bytes = snapshot
+            .segments
+            .iter()
+            .map(|s| s.file.bytes)
+            .chain(
+                snapshot
+                    .memtable
+                    .iter()
+                    .map(|m| m.batch.get_array_memory_size() as u64),
+            )
+            .sum();
+        let size = human_size(bytes);
+        Ok(DatasetInfo {
+            health: "green".to_owned(),
+            status: "open".to_owned(),
+            index: def.name.clone(),
+            uuid: def.id.clone(),
+            pri: "1".to_owned(),
+            rep: "0".to_owned(),
+            docs_count: snapshot.live_rows.to_string(),
+            docs_deleted: "0".to_owned(),
+            store_size: size.clone(),
+            pri_store_size: size,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dataset_names_follow_the_platform_rules() {
+        for good in [
+            "logs",
+            "logs-2026.11",
+            "a",
+            "web_access",
+            "A.b-C",
+            &"x".repeat(255),
+        ] {
+            assert!(check_name(good).is_ok(), "{good}");
+        }
+        for (bad, needle) in [
+            ("", "1 to 255"),
+            (&"x".repeat(256), "1 to 255"),
+            ("_logs", "underscore or a dot"),
+            (".hidden", "underscore or a dot"),
+            ("a b", "' ' is not allowed"),
+            ("a/b", "'/' is not allowed"),
+            ("café", "'é' is not allowed"),
+            ("metadata", "reserved"),
+            ("_bulk", "underscore"),
+            ("health", "reserved"),
+        ] {
+            let error = check_name(bad).unwrap_err().to_string();
+            assert!(error.contains(needle), "{bad:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn sizes_read_as_the_cat_apis_print_them() {
+        assert_eq!(human_size(0), "0b");
+        assert_eq!(human_size(1023), "1023b");
+        assert_eq!(human_size(1024), "1kb");
+        assert_eq!(human_size(1536), "1.5kb");
+        assert_eq!(human_size(5 * 1024 * 1024), "5mb");
+        assert_eq!(human_size(3 * (1 << 30) + (1 << 29)), "3.5gb");
+        assert_eq!(human_size(1 << 50), "1pb");
+    }
+}
