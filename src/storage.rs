@@ -210,6 +210,7 @@ mod tests {
             endpoint: None,
             access_key_id: None,
             secret_access_key: None,
+            sealed_secret: None,
             verified: false,
         }
     }

@@ -171,7 +171,7 @@ async fn an_s3_binding_verifies_against_a_real_server_and_stores_segments_there(
     let client = server.client(&key);
     let storage = |url: String| {
         json!({"url": url, "endpoint": endpoint, "region": "us-east-1",
-               "access_key_id": "testing", "secret_access_key": "testing"})
+               "access_key_id": "testing", "secret_access_key": "sEcReT-0f-the-lake-bucket"})
     };
     let body = json!({"name": "lake", "storage": storage(format!("s3://{bucket}/lake"))});
     assert_eq!(
@@ -195,6 +195,21 @@ async fn an_s3_binding_verifies_against_a_real_server_and_stores_segments_there(
     })
     .await;
     assert!(stored, "no segment reached the bucket");
+    // The secret is in the log only sealed: not in its bytes, not in a dump.
+    let dump = common::replay(dir.path(), &["dump", "--kind", "database_created"]);
+    let dumped = String::from_utf8_lossy(&dump.stdout);
+    assert!(dumped.contains("\"secret_access_key\":\"***\""), "{dumped}");
+    assert!(!dumped.contains("sEcReT-0f-the-lake-bucket"));
+    let mut log = Vec::new();
+    for entry in walkdir(&dir.path().join("log")) {
+        log.extend(std::fs::read(entry).unwrap());
+    }
+    assert!(!log.windows(25).any(|w| w == b"sEcReT-0f-the-lake-bucket"));
+    // A restart unseals it to reach the bucket again.
+    drop(server);
+    let server = Server::start(dir.path(), &["--set", "tables.flush_rows=2"]);
+    let client = server.client(&key);
+    assert_eq!(sum(&client, "lake").await, 6);
 
     // A binding to a bucket that does not exist fails at the first stage, and says so.
     let body = json!({"name": "nowhere", "storage": storage("s3://no-such-bucket-here/x".into())});
@@ -296,4 +311,21 @@ async fn verification_answers_404_400_410_and_403_as_the_specification_says() {
     assert_error(&answer, 409, "database_exists");
     assert!(!never.exists());
     assert_eq!(listed(&client, "bad").await, Value::Null);
+}
+
+/// Every file under `dir` (none when it does not exist: a Kafka log has no files here).
+fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walkdir(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
 }

@@ -80,7 +80,9 @@ pub fn body_json(body: Option<&Body>) -> Result<Value> {
                 "region": s.region,
                 "endpoint": s.endpoint,
                 "access_key_id": (!s.access_key_id.is_empty()).then_some("***"),
-                "secret_access_key": (!s.secret_access_key.is_empty()).then_some("***"),
+                "secret_access_key": (!s.secret_access_key.is_empty()
+                    || !s.sealed_secret_access_key.is_empty())
+                .then_some("***"),
             })),
         }),
         Some(Body::StorageVerified(b)) => {

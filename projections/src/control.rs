@@ -80,7 +80,11 @@ pub struct StorageBinding {
     pub region: Option<String>,
     pub endpoint: Option<String>,
     pub access_key_id: Option<String>,
+    /// In clear: only from logs written before secrets were sealed; see `sealed_secret`.
     pub secret_access_key: Option<String>,
+    /// The secret sealed with the nodes' seal key; the engine unseals it to open the bucket.
+    #[serde(default)]
+    pub sealed_secret: Option<Vec<u8>>,
     pub verified: bool,
 }
 
@@ -93,6 +97,8 @@ impl StorageBinding {
             endpoint: some(&binding.endpoint),
             access_key_id: some(&binding.access_key_id),
             secret_access_key: some(&binding.secret_access_key),
+            sealed_secret: (!binding.sealed_secret_access_key.is_empty())
+                .then(|| binding.sealed_secret_access_key.to_vec()),
             verified: false,
         }
     }

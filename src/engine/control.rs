@@ -91,6 +91,7 @@ impl StorageRequest {
             endpoint: self.endpoint.clone(),
             access_key_id: self.access_key_id.clone(),
             secret_access_key: self.secret_access_key.clone(),
+            sealed_secret: None,
             verified: false,
         }
     }
@@ -265,17 +266,26 @@ impl Engine {
         if let Some(storage) = storage {
             crate::storage::check(&storage.binding())?;
         }
-        let body = Body::DatabaseCreated(DatabaseCreated {
-            account: account.name.clone(),
-            name: name.to_owned(),
-            database_id: uuid::Uuid::now_v7().to_string(),
-            storage: storage.map(|s| BindingEvent {
+        // The secret goes into the log sealed, never in clear.
+        let storage = match storage {
+            None => None,
+            Some(s) => Some(BindingEvent {
                 url: s.url.clone(),
                 region: s.region.clone().unwrap_or_default(),
                 endpoint: s.endpoint.clone().unwrap_or_default(),
                 access_key_id: s.access_key_id.clone().unwrap_or_default(),
-                secret_access_key: s.secret_access_key.clone().unwrap_or_default(),
+                secret_access_key: String::new(),
+                sealed_secret_access_key: match &s.secret_access_key {
+                    Some(secret) => self.seal.seal(secret.as_bytes())?.into(),
+                    None => Default::default(),
+                },
             }),
+        };
+        let body = Body::DatabaseCreated(DatabaseCreated {
+            account: account.name.clone(),
+            name: name.to_owned(),
+            database_id: uuid::Uuid::now_v7().to_string(),
+            storage,
         });
         let state = permit.write(body, origin).await?;
         drop(permit);
@@ -415,7 +425,7 @@ impl Engine {
                 "database {name:?} has no storage binding to verify"
             )));
         };
-        crate::storage::verify(binding).await?;
+        crate::storage::verify(&self.unsealed(binding)?).await?;
         if binding.verified {
             return Ok(());
         }

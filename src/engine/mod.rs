@@ -281,7 +281,7 @@ impl Engine {
     ) -> Result<(Arc<dyn ObjectStore>, object_store::path::Path)> {
         match &database.storage {
             Some(binding) => {
-                let bound = crate::storage::open(binding)?;
+                let bound = crate::storage::open(&self.unsealed(binding)?)?;
                 Ok((bound.store, bound.prefix))
             }
             None => Ok((
@@ -289,6 +289,22 @@ impl Engine {
                 object_store::path::Path::from(database.id.as_str()),
             )),
         }
+    }
+
+    /// A storage binding with its secret unsealed, to open its bucket with.
+    fn unsealed(
+        &self,
+        binding: &strata_projections::control::StorageBinding,
+    ) -> Result<strata_projections::control::StorageBinding> {
+        let mut binding = binding.clone();
+        if let Some(sealed) = binding.sealed_secret.take() {
+            let secret = self.seal.unseal(&sealed)?;
+            binding.secret_access_key =
+                Some(String::from_utf8(secret).map_err(|_| {
+                    Error::Internal("a sealed storage secret is not UTF-8".to_owned())
+                })?);
+        }
+        Ok(binding)
     }
 
     /// Updates the gauges that are computed rather than counted (before a scrape).
