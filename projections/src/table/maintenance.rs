@@ -427,11 +427,9 @@ async fn merge(shared: &Arc<Shared>, seq: u64, inputs: &[Segment]) -> Result<Opt
                     .map(|id| Some(!deleted.contains(*id)))
                     .collect();
                 let batch = compute::filter_record_batch(&batch, &mask).map_err(arrow_error)?;
-                // Put the table's field definitions back (Parquet does not keep all of them).
-                live.push(
-                    RecordBatch::try_new(schema.clone(), batch.columns().to_vec())
-                        .map_err(arrow_error)?,
-                );
+                // In the table's current schema, with its field definitions (Parquet does not
+                // keep all of them, and the segment may predate columns the table has now).
+                live.push(super::rows::conform(&schema, &batch)?);
             }
         }
         sorted_parquet(&schema, &live, index.as_deref().map(|i| (i, seq)))

@@ -388,11 +388,11 @@ impl Shared {
     /// Decodes rows of an event and adds them to the memtable under `ids`.
     fn append(&self, state: &mut State, ipc: &[u8], ids: Vec<u64>) -> Result<()> {
         let decoded = rows::decode_ipc(ipc)?;
-        let batch = RecordBatch::try_new(self.data_schema.clone(), decoded.columns().to_vec())
-            .map_err(|error| Error::Corrupt {
-                key: format!("rows of table {}", self.table.name),
-                reason: error.to_string(),
-            })?;
+        // Rows written before the table's columns grew read in its current schema.
+        let batch = rows::conform(&self.data_schema, &decoded).map_err(|error| Error::Corrupt {
+            key: format!("rows of table {}", self.table.name),
+            reason: error.to_string(),
+        })?;
         if batch.num_rows() != ids.len() {
             return Err(Error::Corrupt {
                 key: format!("rows of table {}", self.table.name),

@@ -35,6 +35,46 @@ pub fn table_schema(table: &TableDef) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
+/// `batch` in `schema`, matching columns by name: what a table's rows written under an older
+/// schema of the table read as now. A column the batch lacks is null (it must be nullable); a
+/// column whose type changed to text is cast to it; any other difference is corruption.
+pub fn conform(schema: &SchemaRef, batch: &RecordBatch) -> Result<RecordBatch> {
+    let rows = batch.num_rows();
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+    for field in schema.fields() {
+        let column = match batch.column_by_name(field.name()) {
+            Some(column) if column.data_type() == field.data_type() => column.clone(),
+            Some(column) if matches!(field.data_type(), DataType::Utf8 | DataType::Utf8View) => {
+                arrow::compute::cast(column, field.data_type()).map_err(arrow_error)?
+            }
+            Some(column) => {
+                return Err(Error::Corrupt {
+                    key: format!("column {}", field.name()),
+                    reason: format!(
+                        "stored as {}, which does not convert to {}",
+                        column.data_type(),
+                        field.data_type()
+                    ),
+                });
+            }
+            None if field.is_nullable() => arrow::array::new_null_array(field.data_type(), rows),
+            None => {
+                return Err(Error::Corrupt {
+                    key: format!("column {}", field.name()),
+                    reason: "missing from stored rows, and not nullable".to_owned(),
+                });
+            }
+        };
+        columns.push(column);
+    }
+    RecordBatch::try_new_with_options(
+        schema.clone(),
+        columns,
+        &arrow::array::RecordBatchOptions::new().with_row_count(Some(rows)),
+    )
+    .map_err(arrow_error)
+}
+
 /// Encodes one batch as an Arrow IPC stream.
 pub fn encode_ipc(batch: &RecordBatch) -> Result<Vec<u8>> {
     let mut out = Vec::new();

@@ -505,10 +505,11 @@ async fn read_segment_rows(
         .skip(1)
         .map(|f| f.name().as_str())
         .collect();
+    // A segment written before a column existed does not have it: it reads as nulls.
     let roots: Vec<usize> = names
         .iter()
-        .map(|n| builder.schema().index_of(n).map_err(arrow_error))
-        .collect::<Result<_>>()?;
+        .filter_map(|n| builder.schema().index_of(n).ok())
+        .collect();
     let mut selectors = Vec::new();
     let mut next = 0u64;
     for id in &hits {
@@ -540,13 +541,23 @@ async fn read_segment_rows(
                 hits.len()
             )));
         }
-        // Columns come back in file order; put them in the order asked for.
-        for name in &names {
-            columns.push(
-                all.column_by_name(name)
-                    .ok_or_else(|| Error::Index(format!("segment {} has no {name}", segment.seq)))?
-                    .clone(),
-            );
+        // Columns come back in file order, in the types they were written with; put them in
+        // the order and types asked for.
+        let read = super::rows::conform(
+            &Arc::new(
+                schema
+                    .project(&(1..schema.fields().len()).collect::<Vec<_>>())
+                    .map_err(arrow_error)?,
+            ),
+            &all,
+        )?;
+        columns.extend(read.columns().iter().cloned());
+    } else {
+        for field in schema.fields().iter().skip(1) {
+            columns.push(arrow::array::new_null_array(
+                field.data_type(),
+                hits.len() as usize,
+            ));
         }
     }
     RecordBatch::try_new(schema.clone(), columns).map_err(arrow_error)

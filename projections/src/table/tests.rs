@@ -91,6 +91,8 @@ fn event(body: Body) -> Envelope {
 }
 
 struct Harness {
+    /// The table's definition the projection opens with (a restart picks up a new one).
+    table: Arc<TableDef>,
     dir: tempfile::TempDir,
     log: Arc<dyn CommitLog>,
     options: TableOptions,
@@ -101,6 +103,7 @@ struct Harness {
 impl Harness {
     async fn new(options: TableOptions) -> Harness {
         let mut harness = Harness {
+            table: table(),
             dir: tempfile::tempdir().unwrap(),
             log: Arc::new(MemoryLog::new()),
             options,
@@ -128,7 +131,7 @@ impl Harness {
 
     async fn start(&mut self) {
         let (projection, handle) = TableProjection::open(
-            table(),
+            self.table.clone(),
             Self::partition(),
             self.store(),
             self.options.clone(),
@@ -376,4 +379,158 @@ async fn events_of_another_incarnation_are_ignored() {
         }))
         .await;
     assert!(harness.query().await.is_empty());
+}
+
+/// A table whose columns grew, as a dataset's do: a column added (nullable) and one retyped to
+/// text. Its older rows (in a segment, and in the log after the manifest) read in the new
+/// schema, through SQL, by row id and after a compaction: nulls for the new column, the old
+/// numbers as text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_written_before_the_columns_grew_read_in_the_new_schema() {
+    let mut harness = Harness::new(TableOptions {
+        compact_min_segments: 2,
+        ..TableOptions::default()
+    })
+    .await;
+    let append = |first: u64, rows: Vec<Row>| {
+        let ipc = rows::encode_ipc(&batch(&rows)).unwrap();
+        Body::RowsAppended(RowsAppended {
+            table_id: "t1".into(),
+            first_row_id: first,
+            row_count: rows.len() as u64,
+            arrow_ipc: ipc.into(),
+            vector_count: 0,
+        })
+    };
+    harness
+        .write(append(
+            0,
+            vec![("a".into(), 1, false), ("b".into(), 2, false)],
+        ))
+        .await;
+    harness.handle.as_ref().unwrap().flush().await.unwrap();
+    harness.write(append(2, vec![("c".into(), 3, false)])).await;
+
+    let mut grown = (*table()).clone();
+    grown.columns[1].data_type = ColumnType::Utf8;
+    grown.columns.push(ColumnDef {
+        name: "extra".into(),
+        data_type: ColumnType::Utf8,
+        nullable: true,
+    });
+    harness.table = Arc::new(grown);
+    harness.restart().await;
+    let snapshot = harness.snapshot();
+    assert_eq!((snapshot.segments.len(), snapshot.memtable.len()), (1, 1));
+
+    // A row written in the new schema.
+    let new_row = RecordBatch::try_new(
+        rows::data_schema(&harness.table),
+        vec![
+            Arc::new(StringArray::from(vec!["d"])),
+            Arc::new(StringArray::from(vec!["four"])),
+            Arc::new(vectors_of(1)),
+            Arc::new(StringArray::from(vec!["e"])),
+        ],
+    )
+    .unwrap();
+    harness
+        .write(Body::RowsAppended(RowsAppended {
+            table_id: "t1".into(),
+            first_row_id: 3,
+            row_count: 1,
+            arrow_ipc: rows::encode_ipc(&new_row).unwrap().into(),
+            vector_count: 0,
+        }))
+        .await;
+
+    let expected = vec![
+        (0, "a", "1", None),
+        (1, "b", "2", None),
+        (2, "c", "3", None),
+        (3, "d", "four", Some("e")),
+    ];
+    assert_eq!(grown_rows_by_sql(&harness).await, expected, "by SQL");
+    assert_eq!(grown_rows_by_id(&harness).await, expected, "by row id");
+    let handle = harness.handle.as_ref().unwrap();
+    handle.flush().await.unwrap();
+    handle.compact().await.unwrap();
+    harness.restart().await;
+    assert_eq!(harness.snapshot().segments.len(), 1, "compacted into one");
+    assert_eq!(
+        grown_rows_by_sql(&harness).await,
+        expected,
+        "after compaction"
+    );
+    assert_eq!(
+        grown_rows_by_id(&harness).await,
+        expected,
+        "by id after compaction"
+    );
+}
+
+/// `n` null vectors of the test table's vector column.
+fn vectors_of(n: usize) -> arrow::array::FixedSizeListArray {
+    let mut vectors = FixedSizeListBuilder::new(Float32Builder::new(), 2);
+    for _ in 0..n {
+        vectors.values().append_null();
+        vectors.values().append_null();
+        vectors.append(false);
+    }
+    vectors.finish()
+}
+
+type GrownRow = (u64, &'static str, &'static str, Option<&'static str>);
+
+fn leak(text: &str) -> &'static str {
+    Box::leak(text.to_owned().into_boxed_str())
+}
+
+fn grown_rows(batches: &[RecordBatch]) -> Vec<GrownRow> {
+    let mut out = Vec::new();
+    for batch in batches {
+        let batch = crate::table::provider::strings_as_declared(batch).unwrap();
+        let ids = batch.column(0).as_primitive::<UInt64Type>();
+        let (names, ns, extras) = (
+            batch.column(1).as_string::<i32>(),
+            batch.column(2).as_string::<i32>(),
+            batch.column(3).as_string::<i32>(),
+        );
+        for i in 0..batch.num_rows() {
+            out.push((
+                ids.value(i),
+                leak(names.value(i)),
+                leak(ns.value(i)),
+                (!extras.is_null(i)).then(|| leak(extras.value(i))),
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+async fn grown_rows_by_sql(harness: &Harness) -> Vec<GrownRow> {
+    let snapshot = harness.snapshot();
+    let ctx = SessionContext::new();
+    ctx.register_object_store(snapshot.store.url.as_ref(), snapshot.store.store.clone());
+    ctx.register_table("t", Arc::new(TableScan::new(snapshot)))
+        .unwrap();
+    let batches = ctx
+        .sql("SELECT _row_id, name, n, extra FROM t")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    grown_rows(&batches)
+}
+
+async fn grown_rows_by_id(harness: &Harness) -> Vec<GrownRow> {
+    let columns = ["name".to_owned(), "n".to_owned(), "extra".to_owned()];
+    let batch = harness
+        .snapshot()
+        .rows_by_id(&[0, 1, 2, 3], Some(&columns))
+        .await
+        .unwrap();
+    grown_rows(&[batch])
 }
