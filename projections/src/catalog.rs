@@ -50,6 +50,20 @@ impl VectorMetric {
     }
 }
 
+/// The column definitions an event lists.
+fn columns_of(columns: &[strata_log::event::Column]) -> Result<Vec<ColumnDef>> {
+    columns
+        .iter()
+        .map(|column| {
+            Ok(ColumnDef {
+                name: column.name.clone(),
+                data_type: column.r#type.parse()?,
+                nullable: column.nullable,
+            })
+        })
+        .collect()
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TableDef {
     pub name: String,
@@ -90,17 +104,7 @@ impl TableDef {
             key: format!("table {}", created.name),
             reason,
         };
-        let columns = created
-            .columns
-            .iter()
-            .map(|column| {
-                Ok(ColumnDef {
-                    name: column.name.clone(),
-                    data_type: column.r#type.parse()?,
-                    nullable: column.nullable,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let columns = columns_of(&created.columns)?;
         let vector_metric = match created.vector_metric.as_str() {
             "" => None,
             text => Some(
@@ -222,6 +226,18 @@ impl Projection for CatalogProjection {
                     next.tables.remove(&dropped.name);
                     writes.delete(&format!("t/{}", dropped.name));
                 }
+                Some(Body::TableColumnsChanged(changed))
+                    if changed.database_id == self.database_id
+                        && next
+                            .tables
+                            .get(&changed.name)
+                            .is_some_and(|t| t.id == changed.table_id) =>
+                {
+                    let mut table = next.tables[&changed.name].as_ref().clone();
+                    table.columns = columns_of(&changed.columns)?;
+                    writes.put(&format!("t/{}", table.name), &table)?;
+                    next.tables.insert(table.name.clone(), Arc::new(table));
+                }
                 _ => {}
             }
         }
@@ -238,7 +254,7 @@ impl Projection for CatalogProjection {
 
 #[cfg(test)]
 mod tests {
-    use strata_log::event::{Column, TableCreated, TableDropped};
+    use strata_log::event::{Column, TableColumnsChanged, TableCreated, TableDropped};
 
     use super::*;
 
@@ -337,5 +353,61 @@ mod tests {
         // Another incarnation of the database sees none of it.
         let other = CatalogProjection::open(&store, "a", "db", "dbid2").unwrap();
         assert!(other.snapshot().tables.is_empty());
+    }
+
+    fn columns_changed(name: &str, id: &str, database_id: &str) -> Envelope {
+        let column = |name: &str, r#type: &str| Column {
+            name: name.into(),
+            r#type: r#type.into(),
+            nullable: true,
+        };
+        Envelope {
+            body: Some(Body::TableColumnsChanged(TableColumnsChanged {
+                name: name.into(),
+                table_id: id.into(),
+                database_id: database_id.into(),
+                columns: vec![
+                    column("title", "utf8"),
+                    column("embedding", "vector<float32,3>"),
+                    column("extra", "int64"),
+                ],
+            })),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_tables_columns_grow_and_stay_grown() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = StateStore::open(dir.path()).unwrap();
+            let mut catalog = CatalogProjection::open(&store, "a", "db", "dbid").unwrap();
+            let events = [
+                created("docs", "t1"),
+                created("other", "t2"),
+                columns_changed("docs", "t1", "dbid"),
+                // A change of a dropped incarnation, or of another database's, changes nothing.
+                columns_changed("other", "t-old", "dbid"),
+                columns_changed("other", "t2", "old-dbid"),
+            ];
+            let checkpoint = Checkpoint {
+                next_offset: 5,
+                epoch: 0,
+            };
+            catalog.apply(&events, checkpoint).unwrap();
+            store.flush().unwrap();
+        }
+        let store = StateStore::open(dir.path()).unwrap();
+        let state = CatalogProjection::open(&store, "a", "db", "dbid")
+            .unwrap()
+            .snapshot();
+        let docs = &state.tables["docs"];
+        let names: Vec<&str> = docs.columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["title", "embedding", "extra"]);
+        assert_eq!(docs.column("extra").unwrap().data_type, ColumnType::Int64);
+        // The rest of its definition stays.
+        assert_eq!(docs.id, "t1");
+        assert_eq!(docs.fts_columns, ["title"]);
+        assert_eq!(state.tables["other"].columns.len(), 2);
     }
 }

@@ -110,6 +110,14 @@ pub fn body_json(body: Option<&Body>) -> Result<Value> {
         Some(Body::TableDropped(b)) => {
             json!({"name": b.name, "table_id": b.table_id, "database_id": b.database_id})
         }
+        Some(Body::TableColumnsChanged(b)) => json!({
+            "name": b.name,
+            "table_id": b.table_id,
+            "database_id": b.database_id,
+            "schema": b.columns.iter().map(|c| json!({
+                "name": c.name, "type": c.r#type, "nullable": c.nullable,
+            })).collect::<Vec<_>>(),
+        }),
         Some(Body::RowsAppended(b)) => {
             let ids = (b.first_row_id..b.first_row_id + b.row_count).collect::<Vec<_>>();
             json!({

@@ -268,6 +268,7 @@ impl ControlState {
             | Body::NodeHeartbeat(_)
             | Body::TableCreated(_)
             | Body::TableDropped(_)
+            | Body::TableColumnsChanged(_)
             | Body::RowsAppended(_)
             | Body::RowsDeleted(_)
             | Body::RowsUpdated(_) => Vec::new(),

@@ -175,6 +175,15 @@ pub async fn plan(log: &dyn CommitLog, source: &Database, cut: Cut) -> Result<Pl
             {
                 created.remove(&dropped.name);
             }
+            // The copy gets the columns the table had at the cut.
+            Some(Body::TableColumnsChanged(changed)) if changed.database_id == source.id => {
+                if let Some(table) = created
+                    .get_mut(&changed.name)
+                    .filter(|t| t.table_id == changed.table_id)
+                {
+                    table.columns = changed.columns.clone();
+                }
+            }
             _ => {}
         }
     }

@@ -244,6 +244,15 @@ fn describe(event: &Envelope) -> Change {
             table = Some(b.name.clone());
             format!("id {}", b.table_id)
         }
+        Some(Body::TableColumnsChanged(b)) => {
+            table = Some(b.name.clone());
+            let columns: Vec<String> = b
+                .columns
+                .iter()
+                .map(|c| format!("{} {}", c.name, c.r#type))
+                .collect();
+            format!("id {}, columns now {}", b.table_id, columns.join(", "))
+        }
         Some(Body::RowsAppended(b)) => {
             let mut text = plural(b.row_count, "row");
             if b.row_count > 0 {
