@@ -98,9 +98,7 @@ pub fn body_json(body: Option<&Body>) -> Result<Value> {
             "name": b.name,
             "table_id": b.table_id,
             "database_id": b.database_id,
-            "schema": b.columns.iter().map(|c| json!({
-                "name": c.name, "type": c.r#type, "nullable": c.nullable,
-            })).collect::<Vec<_>>(),
+            "schema": schema_json(&b.columns),
             "fts_columns": b.fts_columns,
             "exact_columns": b.exact_columns,
             "vector_column": (!b.vector_column.is_empty()).then_some(&b.vector_column),
@@ -114,9 +112,7 @@ pub fn body_json(body: Option<&Body>) -> Result<Value> {
             "name": b.name,
             "table_id": b.table_id,
             "database_id": b.database_id,
-            "schema": b.columns.iter().map(|c| json!({
-                "name": c.name, "type": c.r#type, "nullable": c.nullable,
-            })).collect::<Vec<_>>(),
+            "schema": schema_json(&b.columns),
         }),
         Some(Body::RowsAppended(b)) => {
             let ids = (b.first_row_id..b.first_row_id + b.row_count).collect::<Vec<_>>();
@@ -200,6 +196,14 @@ pub fn database_partitions(all: &[PartitionId], account: &str, database: &str) -
         .collect();
     found.insert(0, catalog);
     found
+}
+
+/// A table's columns as change streams show them: `[{name, type, nullable}]`.
+fn schema_json(columns: &[strata_log::event::Column]) -> Vec<Value> {
+    columns
+        .iter()
+        .map(|c| json!({"name": c.name, "type": c.r#type, "nullable": c.nullable}))
+        .collect()
 }
 
 #[cfg(test)]

@@ -233,12 +233,7 @@ fn describe(event: &Envelope) -> Change {
         }
         Some(Body::TableCreated(b)) => {
             table = Some(b.name.clone());
-            let columns: Vec<String> = b
-                .columns
-                .iter()
-                .map(|c| format!("{} {}", c.name, c.r#type))
-                .collect();
-            format!("id {}, columns {}", b.table_id, columns.join(", "))
+            format!("id {}, columns {}", b.table_id, columns_text(&b.columns))
         }
         Some(Body::TableDropped(b)) => {
             table = Some(b.name.clone());
@@ -246,12 +241,11 @@ fn describe(event: &Envelope) -> Change {
         }
         Some(Body::TableColumnsChanged(b)) => {
             table = Some(b.name.clone());
-            let columns: Vec<String> = b
-                .columns
-                .iter()
-                .map(|c| format!("{} {}", c.name, c.r#type))
-                .collect();
-            format!("id {}, columns now {}", b.table_id, columns.join(", "))
+            format!(
+                "id {}, columns now {}",
+                b.table_id,
+                columns_text(&b.columns)
+            )
         }
         Some(Body::RowsAppended(b)) => {
             let mut text = plural(b.row_count, "row");
@@ -337,6 +331,15 @@ fn print_table(out: &mut impl Write, changes: &[Change]) -> std::io::Result<()> 
         line(out, row.each_ref().map(String::as_str))?;
     }
     Ok(())
+}
+
+/// "name type, name type, ..." of a table's columns.
+fn columns_text(columns: &[strata_log::event::Column]) -> String {
+    columns
+        .iter()
+        .map(|c| format!("{} {}", c.name, c.r#type))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]
