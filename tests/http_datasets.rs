@@ -9,6 +9,16 @@ mod common;
 use common::{Server, Signed, account_with_key, root_user};
 use serde_json::{Value, json};
 
+/// One string field of every object of a JSON array.
+fn field<'a>(array: &'a Value, name: &str) -> Vec<&'a str> {
+    array
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item[name].as_str().unwrap())
+        .collect()
+}
+
 fn refused(answer: &common::Answer, status: u16, message: &str) {
     assert_eq!(answer.status, status, "{answer:?}");
     assert_eq!(answer.body["status"], "error", "{answer:?}");
@@ -61,13 +71,7 @@ async fn datasets_are_created_listed_described_and_deleted() {
     let listed = client.send("GET", "/metadata", None).await;
     assert_eq!(listed.status, 200, "{listed:?}");
     let records = listed.body.as_array().unwrap();
-    assert_eq!(
-        records
-            .iter()
-            .map(|r| r["index"].as_str().unwrap())
-            .collect::<Vec<_>>(),
-        ["metrics-b", "web-logs.2026"]
-    );
+    assert_eq!(field(&listed.body, "index"), ["metrics-b", "web-logs.2026"]);
     let record = &records[1];
     for field in [
         "health",
@@ -158,14 +162,7 @@ async fn a_dataset_is_a_table_of_the_database_default() {
     let data = server.client(&account_with_key(dir.path(), "acme", None));
     let schema = data.schema("default", "events").await;
     assert_eq!(schema.status, 200, "{schema:?}");
-    let names: Vec<&str> = schema
-        .body
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["_id", "@timestamp"]);
+    assert_eq!(field(&schema.body, "name"), ["_id", "@timestamp"]);
     let rows = json!({"data": [
         {"_id": "a", "@timestamp": "2026-11-23T10:00:00Z"},
         {"_id": "b", "@timestamp": "2026-11-23T10:00:01Z"},
@@ -184,16 +181,60 @@ async fn a_dataset_is_a_table_of_the_database_default() {
     let table = json!({"name": "plain", "schema": [{"name": "x", "type": "int64"}]});
     assert_eq!(data.create_table("default", &table).await.status, 200);
     let listed = client.send("GET", "/metadata", None).await;
-    let names: Vec<&str> = listed
-        .body
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["index"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["events"]);
+    assert_eq!(field(&listed.body, "index"), ["events"]);
     assert_eq!(
         client.send("GET", "/plain/metadata", None).await.status,
         404
+    );
+}
+
+#[tokio::test]
+async fn cat_indices_lists_datasets_as_stock_tools_read_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let client = Signed::new(&server, &root_user(dir.path(), "acme"));
+    for name in ["logs-a", "logs-b", "web"] {
+        assert_eq!(
+            client.send("PUT", &format!("/{name}"), None).await.status,
+            200
+        );
+    }
+    let json = client.send("GET", "/_cat/indices?format=json", None).await;
+    assert_eq!(json.status, 200, "{json:?}");
+    let listed = client.send("GET", "/metadata", None).await;
+    assert_eq!(json.body, listed.body);
+
+    let some = client
+        .send("GET", "/_cat/indices/logs-*?format=json", None)
+        .await;
+    assert_eq!(field(&some.body, "index"), ["logs-a", "logs-b"]);
+    let two = client
+        .send("GET", "/_cat/indices/web,logs-b?format=json", None)
+        .await;
+    assert_eq!(two.body.as_array().unwrap().len(), 2);
+
+    // The text table, with a header line when asked.
+    let text = client.send("GET", "/_cat/indices?v", None).await;
+    assert_eq!(text.status, 200);
+    let text = text.body.as_str().unwrap().to_owned();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(lines[0].starts_with("health status index"), "{text}");
+    assert!(lines[1].starts_with("green  open   logs-a"), "{text}");
+    let plain = client.send("GET", "/_cat/indices", None).await;
+    assert_eq!(plain.body.as_str().unwrap().lines().count(), 3);
+    assert_eq!(
+        client
+            .send("GET", "/_cat/indices?format=yaml", None)
+            .await
+            .status,
+        400
+    );
+    assert_eq!(
+        client
+            .send_raw("GET", "/_cat/indices", &[], Vec::new())
+            .await
+            .status,
+        401
     );
 }

@@ -42,6 +42,8 @@ pub fn routes(state: AppState) -> Router {
                 .delete(delete_dataset),
         )
         .route("/{name}/metadata", get(dataset_info))
+        .route("/_cat/indices", get(cat_indices))
+        .route("/_cat/indices/{pattern}", get(cat_indices))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), signed))
@@ -306,4 +308,101 @@ async fn dataset_info(
         .await
         .map_err(failed(operation))?;
     Ok(Json(info).into_response())
+}
+
+/// What `GET /_cat/indices` takes: `format=json` (else a text table), `v` (a header line), and
+/// `pattern` in the path (comma-separated names or globs with `*`).
+#[derive(Debug, Default, serde::Deserialize)]
+struct CatParams {
+    #[serde(default)]
+    format: Option<String>,
+    #[serde(default)]
+    v: Option<String>,
+}
+
+/// GET /_cat/indices[/{pattern}]: the datasets' info records, as Elasticsearch's cat API lists
+/// indices: JSON with `format=json`, otherwise a text table with aligned columns.
+async fn cat_indices(
+    State(state): State<AppState>,
+    Extension(principal): Extension<PlatformPrincipal>,
+    pattern: Option<axum::extract::Path<String>>,
+    uri: Uri,
+) -> Result<Response, PlatformError> {
+    let operation = "cat indices";
+    let params: CatParams = serde_urlencoded::from_str(uri.query().unwrap_or(""))
+        .map_err(|e| Error::BadRequest(format!("invalid query parameters: {e}")))
+        .map_err(failed(operation))?;
+    let mut datasets = state
+        .engine
+        .datasets(&principal)
+        .await
+        .map_err(failed(operation))?;
+    if let Some(axum::extract::Path(pattern)) = pattern {
+        let patterns: Vec<&str> = pattern.split(',').map(str::trim).collect();
+        datasets.retain(|d| {
+            patterns
+                .iter()
+                .any(|p| crate::keys::pattern_matches(p, &d.index))
+        });
+    }
+    match params.format.as_deref() {
+        Some("json") => Ok(Json(datasets).into_response()),
+        None | Some("txt") | Some("text") => {
+            let header = params.v.is_some_and(|v| v != "false");
+            Ok(cat_table(&datasets, header).into_response())
+        }
+        Some(other) => Err(failed(operation)(Error::BadRequest(format!(
+            "unsupported format {other:?}; use json or txt"
+        )))),
+    }
+}
+
+/// The cat API's text table: one line per dataset, columns padded to their widest value.
+fn cat_table(datasets: &[crate::engine::DatasetInfo], header: bool) -> String {
+    let mut rows: Vec<[String; 10]> = Vec::new();
+    if header {
+        rows.push(
+            [
+                "health",
+                "status",
+                "index",
+                "uuid",
+                "pri",
+                "rep",
+                "docs.count",
+                "docs.deleted",
+                "store.size",
+                "pri.store.size",
+            ]
+            .map(str::to_owned),
+        );
+    }
+    for d in datasets {
+        rows.push([
+            d.health.clone(),
+            d.status.clone(),
+            d.index.clone(),
+            d.uuid.clone(),
+            d.pri.clone(),
+            d.rep.clone(),
+            d.docs_count.clone(),
+            d.docs_deleted.clone(),
+            d.store_size.clone(),
+            d.pri_store_size.clone(),
+        ]);
+    }
+    let widths: Vec<usize> = (0..10)
+        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in &rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        out.push_str(cells.join(" ").trim_end());
+        out.push('\n');
+    }
+    out
 }
