@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{Client, Server, account_with_key, docs_table, kafka_env};
+use common::{Client, Server, account_with_key, kafka_env, shop_with_docs};
 use serde_json::{Value, json};
 
 /// What the node answers: the tables, every row by id, a BM25 search, a vector search.
@@ -45,15 +45,7 @@ async fn a_node_with_a_wiped_data_directory_rebuilds_everything_from_kafka() {
     let mut server = Server::start_with(&data, &flush, &kafka);
     // Through the running server's admin socket, so into Kafka.
     let key = account_with_key(&data, "acme", None);
-    let client = server.client(&key);
-    assert_eq!(client.create_database("shop").await.status, 201);
-    assert_eq!(
-        client
-            .create_table("shop", &docs_table("docs"))
-            .await
-            .status,
-        200
-    );
+    let client = shop_with_docs(&server, &key).await;
     for batch in 0..4 {
         let rows: Vec<Value> = (0..5)
             .map(|i| {

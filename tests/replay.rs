@@ -14,7 +14,7 @@ use std::{
     process::Output,
 };
 
-use common::{Server, account_with_key, docs_table, replay};
+use common::{Server, account_with_key, docs_table, replay, shop_with_docs};
 use serde_json::json;
 
 fn text(output: &Output) -> String {
@@ -352,20 +352,6 @@ async fn rebuild_refuses_to_run_beside_a_server() {
     );
     assert!(!output.status.success());
     assert!(text(&output).contains("stop it first"), "{}", text(&output));
-}
-
-/// Creates database shop with table docs; returns a client of `key`.
-async fn shop_with_docs(server: &Server, key: &str) -> common::Client {
-    let client = server.client(key);
-    assert_eq!(client.create_database("shop").await.status, 201);
-    assert_eq!(
-        client
-            .create_table("shop", &docs_table("docs"))
-            .await
-            .status,
-        200
-    );
-    client
 }
 
 /// Every title in `acknowledged` is in a `rows_appended` event of shop.docs's log.

@@ -581,3 +581,17 @@ impl Signed {
         self.send_raw(method, path_and_query, &headers, body).await
     }
 }
+
+/// Creates database shop with table docs; returns a client of `key`.
+pub async fn shop_with_docs(server: &Server, key: &str) -> Client {
+    let client = server.client(key);
+    assert_eq!(client.create_database("shop").await.status, 201);
+    assert_eq!(
+        client
+            .create_table("shop", &docs_table("docs"))
+            .await
+            .status,
+        200
+    );
+    client
+}
