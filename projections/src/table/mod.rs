@@ -388,6 +388,22 @@ impl Shared {
     /// Decodes rows of an event and adds them to the memtable under `ids`.
     fn append(&self, state: &mut State, ipc: &[u8], ids: Vec<u64>) -> Result<()> {
         let decoded = rows::decode_ipc(ipc)?;
+        // Never drop what rows carry: a column the definition lacks means the definition this
+        // projection opened with is older than the rows (the engine reopens it with the new one).
+        if let Some(unknown) = decoded
+            .schema()
+            .fields()
+            .iter()
+            .find(|f| self.data_schema.field_with_name(f.name()).is_err())
+        {
+            return Err(Error::Corrupt {
+                key: format!("rows of table {}", self.table.name),
+                reason: format!(
+                    "they carry column {:?}, which the table's definition lacks: the definition is older than the rows",
+                    unknown.name()
+                ),
+            });
+        }
         // Rows written before the table's columns grew read in its current schema.
         let batch = rows::conform(&self.data_schema, &decoded).map_err(|error| Error::Corrupt {
             key: format!("rows of table {}", self.table.name),

@@ -37,14 +37,19 @@ pub fn table_schema(table: &TableDef) -> SchemaRef {
 
 /// `batch` in `schema`, matching columns by name: what a table's rows written under an older
 /// schema of the table read as now. A column the batch lacks is null (it must be nullable); a
-/// column whose type changed to text is cast to it; any other difference is corruption.
+/// column whose type changed to text, or from int64 to float64, is cast to it; any other
+/// difference is corruption.
 pub fn conform(schema: &SchemaRef, batch: &RecordBatch) -> Result<RecordBatch> {
     let rows = batch.num_rows();
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
     for field in schema.fields() {
         let column = match batch.column_by_name(field.name()) {
             Some(column) if column.data_type() == field.data_type() => column.clone(),
-            Some(column) if matches!(field.data_type(), DataType::Utf8 | DataType::Utf8View) => {
+            Some(column)
+                if matches!(field.data_type(), DataType::Utf8 | DataType::Utf8View)
+                    || (column.data_type() == &DataType::Int64
+                        && field.data_type() == &DataType::Float64) =>
+            {
                 arrow::compute::cast(column, field.data_type()).map_err(arrow_error)?
             }
             Some(column) => {

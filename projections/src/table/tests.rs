@@ -469,6 +469,51 @@ async fn rows_written_before_the_columns_grew_read_in_the_new_schema() {
     );
 }
 
+#[tokio::test]
+async fn rows_with_a_column_the_definition_lacks_stop_the_projection_rather_than_lose_it() {
+    let harness = Harness::new(TableOptions::default()).await;
+    let mut grown = (*table()).clone();
+    grown.columns.push(ColumnDef {
+        name: "extra".into(),
+        data_type: ColumnType::Utf8,
+        nullable: true,
+    });
+    let batch = RecordBatch::try_new(
+        rows::data_schema(&grown),
+        vec![
+            Arc::new(StringArray::from(vec!["d"])),
+            Arc::new(arrow::array::Int64Array::from(vec![4])),
+            Arc::new(vectors_of(1)),
+            Arc::new(StringArray::from(vec!["kept"])),
+        ],
+    )
+    .unwrap();
+    let body = Body::RowsAppended(RowsAppended {
+        table_id: "t1".into(),
+        first_row_id: 0,
+        row_count: 1,
+        arrow_ipc: rows::encode_ipc(&batch).unwrap().into(),
+        vector_count: 0,
+    });
+    let range = harness
+        .log
+        .append(&Harness::partition(), vec![event(body)])
+        .await
+        .unwrap();
+    let error = harness
+        .projector
+        .as_ref()
+        .unwrap()
+        .wait_for(range.start)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("column \"extra\", which the table's definition lacks"),
+        "{error}"
+    );
+}
+
 /// `n` null vectors of the test table's vector column.
 fn vectors_of(n: usize) -> arrow::array::FixedSizeListArray {
     let mut vectors = FixedSizeListBuilder::new(Float32Builder::new(), 2);
