@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod cluster;
 pub mod config;
+pub mod documents;
 pub use strata_datadir as datadir;
 pub mod engine;
 pub mod error;

@@ -12,10 +12,10 @@ use serde::Serialize;
 use strata_log::{
     PartitionId,
     envelope::Body,
-    event::{Column, TableCreated, TableDropped},
+    event::{Column, TableColumnsChanged, TableCreated, TableDropped},
 };
 use strata_projections::{
-    catalog::TableDef,
+    catalog::{ColumnDef, TableDef},
     control::{Database, DatabaseStatus},
 };
 
@@ -185,7 +185,11 @@ impl Engine {
     }
 
     /// The runtime of the account's `default` database and the definition of dataset `name`.
-    async fn dataset(&self, account: &str, name: &str) -> Result<(DatabaseGuard, Arc<TableDef>)> {
+    pub(super) async fn dataset(
+        &self,
+        account: &str,
+        name: &str,
+    ) -> Result<(DatabaseGuard, Arc<TableDef>)> {
         let not_found = || Error::DatasetNotFound(name.to_owned());
         let origin = Origin::system();
         let database = self
@@ -211,6 +215,19 @@ impl Engine {
         name: &str,
         origin: &Origin,
     ) -> Result<()> {
+        self.make_dataset(principal, name, origin, self.write_wait())
+            .await
+    }
+
+    /// Creates dataset `name`, waiting at most `wait` for another change to the account's
+    /// datasets in flight.
+    pub(super) async fn make_dataset(
+        &self,
+        principal: &PlatformPrincipal,
+        name: &str,
+        origin: &Origin,
+        wait: std::time::Duration,
+    ) -> Result<()> {
         check_name(name)?;
         self.authorize(principal, Action::DatasetCreate, name)?;
         let database = self
@@ -224,7 +241,7 @@ impl Engine {
         let runtime = self.runtime(&database).await?;
         let mut permit = runtime
             .catalog
-            .try_permit(self.write_wait())
+            .try_permit(wait)
             .await?
             .ok_or_else(|| busy(&principal.account))?;
         self.still_ready(&runtime)?;
@@ -257,6 +274,50 @@ impl Engine {
         Ok(())
     }
 
+    /// Gives dataset `def` the columns `columns` (its own, some retyped, and new ones after them),
+    /// as one catalog change (waiting at most `wait` for another change in flight); the dataset's
+    /// table runtime reopens with them on its next use.
+    pub(super) async fn grow_dataset(
+        &self,
+        runtime: &DatabaseGuard,
+        def: &TableDef,
+        columns: &[ColumnDef],
+        origin: &Origin,
+        wait: std::time::Duration,
+    ) -> Result<()> {
+        let mut permit = runtime
+            .catalog
+            .try_permit(wait)
+            .await?
+            .ok_or_else(|| busy(&runtime.account))?;
+        self.still_ready(runtime)?;
+        match permit.snapshot().tables.get(&def.name) {
+            Some(current) if current.id == def.id => {
+                // Another write grew them first: the caller plans again.
+                if current.columns != def.columns {
+                    return Ok(());
+                }
+            }
+            _ => return Err(Error::DatasetNotFound(def.name.clone())),
+        }
+        let body = Body::TableColumnsChanged(TableColumnsChanged {
+            name: def.name.clone(),
+            table_id: def.id.clone(),
+            database_id: runtime.id.clone(),
+            columns: columns
+                .iter()
+                .map(|c| Column {
+                    name: c.name.clone(),
+                    r#type: c.data_type.to_string(),
+                    nullable: c.nullable,
+                })
+                .collect(),
+        });
+        permit.write(body, origin).await?;
+        tracing::debug!(dataset = %def.name, columns = columns.len(), "dataset columns grew");
+        Ok(())
+    }
+
     /// DELETE /{dataset}: the dataset and its records, for good.
     pub async fn delete_dataset(
         &self,
@@ -286,18 +347,18 @@ impl Engine {
         Ok(())
     }
 
-    /// GET /metadata: the account's datasets, by name.
-    pub async fn datasets(&self, principal: &PlatformPrincipal) -> Result<Vec<DatasetInfo>> {
-        self.authorize(principal, Action::MetadataRead, "*")?;
+    /// The runtime of the account's `default` database and its datasets, by name; `None` before
+    /// the account's first dataset.
+    async fn all_datasets(
+        &self,
+        account: &str,
+    ) -> Result<Option<(DatabaseGuard, Vec<Arc<TableDef>>)>> {
         let origin = Origin::system();
-        let Some(database) = self
-            .default_database(&principal.account, false, &origin)
-            .await?
-        else {
-            return Ok(Vec::new());
+        let Some(database) = self.default_database(account, false, &origin).await? else {
+            return Ok(None);
         };
         let runtime = self.runtime(&database).await?;
-        let defs: Vec<Arc<TableDef>> = runtime
+        let defs = runtime
             .catalog
             .snapshot()
             .tables
@@ -305,6 +366,15 @@ impl Engine {
             .filter(|def| def.dataset)
             .cloned()
             .collect();
+        Ok(Some((runtime, defs)))
+    }
+
+    /// GET /metadata: the account's datasets, by name.
+    pub async fn datasets(&self, principal: &PlatformPrincipal) -> Result<Vec<DatasetInfo>> {
+        self.authorize(principal, Action::MetadataRead, "*")?;
+        let Some((runtime, defs)) = self.all_datasets(&principal.account).await? else {
+            return Ok(Vec::new());
+        };
         let mut infos = Vec::with_capacity(defs.len());
         for def in defs {
             infos.push(self.dataset_info_of(&runtime, &def).await?);
@@ -321,6 +391,23 @@ impl Engine {
         self.authorize(principal, Action::MetadataRead, name)?;
         let (runtime, def) = self.dataset(&principal.account, name).await?;
         self.dataset_info_of(&runtime, &def).await
+    }
+
+    /// The definitions of the account's datasets (`name`: that one alone), for their mappings.
+    pub async fn dataset_defs(
+        &self,
+        principal: &PlatformPrincipal,
+        name: Option<&str>,
+    ) -> Result<Vec<Arc<TableDef>>> {
+        self.authorize(principal, Action::MetadataRead, name.unwrap_or("*"))?;
+        match name {
+            Some(name) => Ok(vec![self.dataset(&principal.account, name).await?.1]),
+            None => Ok(self
+                .all_datasets(&principal.account)
+                .await?
+                .map(|(_, defs)| defs)
+                .unwrap_or_default()),
+        }
     }
 
     async fn dataset_info_of(

@@ -14,7 +14,13 @@
 //! another node took the partition over meanwhile: the write is not acknowledged (see
 //! `strata_log::fence`), and the next permit takes the partition back.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
 
 use strata_log::{CommitLog, Envelope, LeaderEpoch, PartitionId, envelope::Body};
 use strata_projections::Projector;
@@ -58,6 +64,9 @@ pub struct Leader<S> {
     /// Test aid: how long the permit is kept after each write.
     hold: Duration,
     metrics: Arc<Metrics>,
+    /// Set when another leader of the same partition on this node replaced this one: it hands
+    /// out no more permits (taking the partition back would fence its successor).
+    retired: AtomicBool,
 }
 
 /// The right to write to a partition, held for the duration of one write.
@@ -81,6 +90,26 @@ impl<S: Clone + Send + Sync + 'static> Leader<S> {
             permit: Mutex::new(None),
             hold,
             metrics,
+            retired: AtomicBool::new(false),
+        }
+    }
+
+    /// Hands out no more permits: a successor on this node writes the partition from now on.
+    pub fn retire(&self) {
+        self.retired.store(true, Ordering::Release);
+    }
+
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Acquire)
+    }
+
+    fn check_retired(&self) -> Result<()> {
+        match self.is_retired() {
+            false => Ok(()),
+            true => Err(Error::Unavailable(format!(
+                "the writer of {} was replaced while this write waited; retry it",
+                self.partition()
+            ))),
         }
     }
 
@@ -108,6 +137,7 @@ impl<S: Clone + Send + Sync + 'static> Leader<S> {
                 Err(_) => return Ok(None),
             },
         };
+        self.check_retired()?;
         let mut permit = Permit {
             leader: self,
             epoch,
@@ -122,6 +152,7 @@ impl<S: Clone + Send + Sync + 'static> Leader<S> {
             leader: self,
             epoch: self.permit.lock().await,
         };
+        self.check_retired()?;
         permit.hold_partition().await?;
         Ok(permit)
     }

@@ -11,11 +11,13 @@
 //! - [`changes`]: change streams over a database's partitions.
 //! - [`placement`]: which node of a cluster serves what.
 //! - [`users`]: platform users, request signatures, authorization.
+//! - [`datasets`] and [`ingest`]: platform datasets, and the records written to them.
 
 mod catalog;
 mod changes;
 mod control;
 mod datasets;
+mod ingest;
 mod leader;
 mod placement;
 mod purge;
@@ -43,7 +45,8 @@ pub use self::{
     catalog::{ColumnSpec, CreateTable},
     changes::{Change, ChangeStream, StreamStart},
     control::{DatabaseInfo, KeyInfo, Principal, StorageRequest},
-    datasets::{DEFAULT_DATABASE, DatasetInfo},
+    datasets::{DEFAULT_DATABASE, DatasetInfo, ID_FIELD, TIMESTAMP_FIELD, check_name},
+    ingest::{BulkItem, Outcome},
     leader::Origin,
     placement::{CONTROL, database_key},
     recovery::RestoreSummary,
@@ -71,6 +74,9 @@ pub struct DatabaseRuntime {
     root: object_store::path::Path,
     /// Active tables, by table id.
     tables: parking_lot::Mutex<HashMap<String, Arc<OnceCell<Arc<TableRuntime>>>>>,
+    /// Runtimes replaced by one with a newer definition, by table id, until the new one opens
+    /// (it closes them first: one projection writes a table's files at a time).
+    retiring: parking_lot::Mutex<HashMap<String, Arc<TableRuntime>>>,
     /// Set by the purge once the database is gone: writes that were waiting are refused.
     closed: std::sync::atomic::AtomicBool,
 }
@@ -78,19 +84,24 @@ pub struct DatabaseRuntime {
 impl DatabaseRuntime {
     /// Takes an active table out of the runtime (it was dropped, or the database is going).
     fn take_table(&self, table_id: &str) -> Option<Arc<TableRuntime>> {
+        let retiring = self.retiring.lock().remove(table_id);
         self.tables
             .lock()
             .remove(table_id)
             .and_then(|cell| cell.get().cloned())
+            .or(retiring)
     }
 
-    /// Takes every active table out of the runtime.
+    /// Takes every active table out of the runtime, and those being replaced.
     fn take_tables(&self) -> Vec<Arc<TableRuntime>> {
-        self.tables
+        let mut tables: Vec<Arc<TableRuntime>> = self
+            .tables
             .lock()
             .drain()
             .filter_map(|(_, cell)| cell.get().cloned())
-            .collect()
+            .collect();
+        tables.extend(self.retiring.lock().drain().map(|(_, table)| table));
+        tables
     }
 }
 
@@ -262,6 +273,7 @@ impl Engine {
             url,
             root,
             tables: parking_lot::Mutex::new(HashMap::new()),
+            retiring: parking_lot::Mutex::new(HashMap::new()),
             catalog: Leader::new(
                 self.log.clone(),
                 projector,

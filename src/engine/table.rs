@@ -50,6 +50,12 @@ impl TableRuntime {
         &self.handle
     }
 
+    /// Whether a runtime opened with a newer definition (the table's columns grew) replaced
+    /// this one: its leader hands out no more permits, and a write that held one retries.
+    pub(super) fn retired(&self) -> bool {
+        self.leader.is_retired()
+    }
+
     /// The table's partition and the next offset its projection will apply.
     pub(super) fn progress(&self) -> (PartitionId, u64) {
         (
@@ -93,19 +99,43 @@ impl Engine {
     }
 
     /// The runtime of a table of an active database, activating it on first use.
+    ///
+    /// A runtime opened with an older definition of the table (a dataset whose columns have
+    /// grown since) is retired and replaced: the new one opens, after the old one's flushes
+    /// and compactions end, with the catalog's current definition, and reads everything
+    /// written before in its schema.
     pub(super) async fn table_runtime(
         &self,
         database: &DatabaseRuntime,
         def: &Arc<TableDef>,
     ) -> Result<Arc<TableRuntime>> {
-        let cell = database
+        let current = database
+            .catalog
+            .snapshot()
             .tables
-            .lock()
-            .entry(def.id.clone())
-            .or_default()
-            .clone();
+            .get(&def.name)
+            .filter(|t| t.id == def.id)
+            .cloned()
+            .unwrap_or_else(|| def.clone());
+        let cell = {
+            let mut tables = database.tables.lock();
+            let cell = tables.entry(def.id.clone()).or_default();
+            if let Some(old) = cell.get().filter(|old| old.def.columns != current.columns) {
+                old.leader.retire();
+                database.retiring.lock().insert(def.id.clone(), old.clone());
+                *cell = Arc::default();
+            }
+            cell.clone()
+        };
         let runtime = cell
-            .get_or_try_init(|| self.activate_table(database, def))
+            .get_or_try_init(|| async {
+                let old = database.retiring.lock().remove(&def.id);
+                if let Some(old) = old {
+                    old.handle().close().await;
+                    tracing::debug!(table = %def.name, "table reopened with its grown columns");
+                }
+                self.activate_table(database, &current).await
+            })
             .await?
             .clone();
         Ok(runtime)
@@ -198,13 +228,26 @@ impl Engine {
         ))
     }
 
-    /// After taking a table's permit: the table may have been dropped while the request waited.
-    fn table_still_there(&self, database: &DatabaseRuntime, def: &TableDef) -> Result<()> {
+    /// After taking a table's permit: the table may have been dropped while the request waited,
+    /// or its columns grown (the runtime whose permit it holds is retired).
+    fn table_still_there(
+        &self,
+        database: &DatabaseRuntime,
+        def: &TableDef,
+        runtime: &TableRuntime,
+    ) -> Result<()> {
         self.still_ready(database)?;
         match database.catalog.snapshot().tables.get(&def.name) {
-            Some(current) if current.id == def.id => Ok(()),
-            _ => Err(Error::TableNotFound(def.name.clone())),
+            Some(current) if current.id == def.id => {}
+            _ => return Err(Error::TableNotFound(def.name.clone())),
         }
+        if runtime.retired() {
+            return Err(Error::Unavailable(format!(
+                "the columns of table {:?} changed while this write waited; retry it",
+                def.name
+            )));
+        }
+        Ok(())
     }
 
     /// Appends rows; returns them with the `_row_id`s they were given.
@@ -234,7 +277,7 @@ impl Engine {
             .try_permit(self.write_wait())
             .await?
             .ok_or_else(|| Self::table_busy(&def.name))?;
-        self.table_still_there(&database, &def)?;
+        self.table_still_there(&database, &def, &runtime)?;
         let first = permit.snapshot().next_row_id;
         let count = batch.num_rows() as u64;
         let ids: Vec<u64> = (first..first + count).collect();
@@ -271,7 +314,7 @@ impl Engine {
             .try_permit(self.write_wait())
             .await?
             .ok_or_else(|| Self::table_busy(&def.name))?;
-        self.table_still_there(&database, &def)?;
+        self.table_still_there(&database, &def, &runtime)?;
         let snapshot = permit.snapshot();
         let ctx = query::session(&self.queries);
         let matched = query::matching(&ctx, snapshot.clone(), predicate).await?;
@@ -309,7 +352,7 @@ impl Engine {
             .try_permit(self.write_wait())
             .await?
             .ok_or_else(|| Self::table_busy(&def.name))?;
-        self.table_still_there(&database, &def)?;
+        self.table_still_there(&database, &def, &runtime)?;
         let snapshot = permit.snapshot();
         let ctx = query::session(&self.queries);
         let matched = query::matching(&ctx, snapshot.clone(), predicate).await?;

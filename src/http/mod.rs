@@ -6,6 +6,7 @@
 
 mod body;
 mod data_plane;
+mod documents;
 pub mod error;
 mod forward;
 mod platform;

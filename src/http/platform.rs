@@ -15,11 +15,13 @@ use axum::{
     http::{HeaderName, HeaderValue, Method, Uri},
     middleware::{self, Next},
     response::{IntoResponse, Response},
-    routing::get,
+    routing::{get, post},
 };
 use serde_json::json;
 
-use super::{AppState, RequestId, body::PathName, error::PlatformError, forward, health};
+use super::{
+    AppState, RequestId, body::PathName, documents, error::PlatformError, forward, health,
+};
 use crate::{
     engine::{Action, DEFAULT_DATABASE, PlatformPrincipal, database_key},
     error::Error,
@@ -42,6 +44,14 @@ pub fn routes(state: AppState) -> Router {
                 .delete(delete_dataset),
         )
         .route("/{name}/metadata", get(dataset_info))
+        .route("/{name}/json", post(documents::dataset_bulk))
+        .route(
+            "/{name}/_bulk",
+            post(documents::dataset_bulk).put(documents::dataset_bulk),
+        )
+        .route("/_bulk", post(documents::bulk).put(documents::bulk))
+        .route("/_mapping", get(mappings))
+        .route("/{name}/_mapping", get(mappings))
         .route("/_cat/indices", get(cat_indices))
         .route("/_cat/indices/{pattern}", get(cat_indices))
         .fallback(not_found)
@@ -308,6 +318,27 @@ async fn dataset_info(
         .await
         .map_err(failed(operation))?;
     Ok(Json(info).into_response())
+}
+
+/// GET /_mapping and /{dataset}/_mapping: each dataset's columns as an Elasticsearch mapping,
+/// `{"<dataset>": {"mappings": {"properties": ...}}}`.
+async fn mappings(
+    State(state): State<AppState>,
+    Extension(principal): Extension<PlatformPrincipal>,
+    name: Option<axum::extract::Path<String>>,
+) -> Result<Response, PlatformError> {
+    let operation = "mapping";
+    let name = name.map(|axum::extract::Path(name)| name);
+    let defs = state
+        .engine
+        .dataset_defs(&principal, name.as_deref())
+        .await
+        .map_err(failed(operation))?;
+    let body: serde_json::Map<String, serde_json::Value> = defs
+        .iter()
+        .map(|def| (def.name.clone(), crate::documents::mapping::of(def)))
+        .collect();
+    Ok(Json(body).into_response())
 }
 
 /// What `GET /_cat/indices` takes: `format=json` (else a text table), `v` (a header line), and

@@ -570,6 +570,27 @@ impl Signed {
         Client::answer(request.body(body).send().await.expect("the server answers")).await
     }
 
+    /// A signed request whose body is `body` as given, of `content_type`.
+    pub async fn send_text(
+        &self,
+        method: &str,
+        path_and_query: &str,
+        content_type: &str,
+        body: &str,
+    ) -> Answer {
+        let body = body.as_bytes().to_vec();
+        let extra = [("content-type", content_type)];
+        let headers = self.sign(method, path_and_query, &extra, &body, chrono::Utc::now());
+        self.send_raw(method, path_and_query, &headers, body).await
+    }
+
+    /// A signed NDJSON request: one line per value, each ended by a newline.
+    pub async fn send_ndjson(&self, method: &str, path_and_query: &str, lines: &[Value]) -> Answer {
+        let body: String = lines.iter().map(|line| format!("{line}\n")).collect();
+        self.send_text(method, path_and_query, "application/x-ndjson", &body)
+            .await
+    }
+
     /// A signed request with a JSON body (or none).
     pub async fn send(&self, method: &str, path_and_query: &str, body: Option<&Value>) -> Answer {
         let body = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();

@@ -1,0 +1,468 @@
+//! Dynamic mapping: the columns documents need, and their rows in a dataset's schema.
+//!
+//! A new field gets a column of the type its first value has (bool; int64 for a whole number;
+//! float64 for another number; `timestamp[ms,UTC]` for a string that is a date; utf8 for any
+//! other string, and for arrays, whose JSON text it holds). A value that does not fit its
+//! column is converted when it can be without loss (`"42"` into an int64 column, a whole
+//! number into float64, Unix milliseconds into a date); otherwise the column changes type,
+//! once and for good: an int64 column meeting a fraction becomes float64, any other becomes
+//! utf8 (text), and earlier rows read as text (ADR 5).
+
+use std::{collections::HashMap, sync::Arc};
+
+use arrow::array::{
+    ArrayRef, BooleanBuilder, Float64Builder, Int64Builder, RecordBatch, StringBuilder,
+    TimestampMillisecondBuilder,
+};
+use serde_json::Value;
+use strata_projections::{
+    catalog::{ColumnDef, TableDef},
+    schema::{ColumnType, TimestampUnit},
+    table::rows,
+};
+
+use super::{Document, ID_FIELD, Refusal, TIMESTAMP_FIELD, parse_date};
+
+/// The most columns a dataset may have (Elasticsearch's default `total_fields` limit).
+pub const MAX_COLUMNS: usize = 1000;
+
+const DATE: ColumnType = ColumnType::Timestamp {
+    unit: TimestampUnit::Milliseconds,
+    utc: true,
+};
+
+/// The type of a new column whose first value is `value`.
+fn inferred(value: &Value) -> ColumnType {
+    match value {
+        Value::Bool(_) => ColumnType::Bool,
+        Value::Number(n) if n.is_i64() => ColumnType::Int64,
+        Value::Number(_) => ColumnType::Float64,
+        Value::String(text) if parse_date(text).is_some() => DATE,
+        _ => ColumnType::Utf8,
+    }
+}
+
+/// A value converted for a column of its type.
+#[derive(Debug, PartialEq)]
+enum Cell {
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Text(String),
+    Millis(i64),
+}
+
+/// `value` as a cell of a `column` column; `None` when it does not fit.
+fn cell(column: &ColumnType, value: &Value) -> Option<Cell> {
+    match (column, value) {
+        (ColumnType::Utf8, Value::String(s)) => Some(Cell::Text(s.clone())),
+        (ColumnType::Utf8, Value::Bool(b)) => Some(Cell::Text(b.to_string())),
+        (ColumnType::Utf8, Value::Number(n)) => Some(Cell::Text(n.to_string())),
+        (ColumnType::Utf8, value) => Some(Cell::Text(value.to_string())),
+        (ColumnType::Int64, Value::Number(n)) => n
+            .as_i64()
+            .or_else(|| n.as_f64().filter(|f| whole(*f)).map(|f| f as i64))
+            .map(Cell::Int),
+        (ColumnType::Int64, Value::String(s)) => s.trim().parse().ok().map(Cell::Int),
+        (ColumnType::Float64, Value::Number(n)) => n.as_f64().map(Cell::Float),
+        (ColumnType::Float64, Value::String(s)) => s
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|f| f.is_finite())
+            .map(Cell::Float),
+        (ColumnType::Bool, Value::Bool(b)) => Some(Cell::Bool(*b)),
+        (ColumnType::Bool, Value::String(s)) => match s.as_str() {
+            "true" => Some(Cell::Bool(true)),
+            "false" => Some(Cell::Bool(false)),
+            _ => None,
+        },
+        (column, value) if *column == DATE => match value {
+            Value::String(s) => parse_date(s).map(Cell::Millis),
+            Value::Number(n) => n.as_i64().map(Cell::Millis),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn whole(f: f64) -> bool {
+    f.is_finite() && f.fract() == 0.0 && f.abs() < 9.0e15
+}
+
+/// The type a `column` column takes to hold `value` too; `None` when it cannot change (a type
+/// dynamic mapping never makes, such as a vector).
+fn widened(column: &ColumnType, value: &Value) -> Option<ColumnType> {
+    match column {
+        ColumnType::Int64 if matches!(value, Value::Number(_)) => Some(ColumnType::Float64),
+        ColumnType::Int64 | ColumnType::Float64 | ColumnType::Bool => Some(ColumnType::Utf8),
+        column if *column == DATE => Some(ColumnType::Utf8),
+        _ => None,
+    }
+}
+
+/// The columns a dataset whose columns are `current` needs to hold `documents` (`None` marks a
+/// document already refused): `current` in order, some retyped, then new ones in the order they
+/// first appear. A document whose fields would pass [`MAX_COLUMNS`], or that holds a value no
+/// column can take, is refused.
+pub fn grow(
+    current: &[ColumnDef],
+    documents: &[Option<&Document>],
+) -> (Vec<ColumnDef>, Vec<Option<Refusal>>) {
+    let mut columns = current.to_vec();
+    let mut position: HashMap<String, usize> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.name.clone(), i))
+        .collect();
+    let mut refusals = Vec::with_capacity(documents.len());
+    for document in documents {
+        let Some(document) = document else {
+            refusals.push(None);
+            continue;
+        };
+        let new_fields = document
+            .fields
+            .iter()
+            .filter(|(name, _)| !position.contains_key(name))
+            .count();
+        if new_fields > 0 && columns.len() + new_fields > MAX_COLUMNS {
+            refusals.push(Some(Refusal::illegal(format!(
+                "Limit of total fields [{MAX_COLUMNS}] has been exceeded"
+            ))));
+            continue;
+        }
+        // Nothing changes unless the whole document fits.
+        let mut changes: Vec<(usize, ColumnType)> = Vec::new();
+        let mut refusal = None;
+        for (name, value) in &document.fields {
+            let Some(&at) = position.get(name) else {
+                continue;
+            };
+            let column = changes
+                .iter()
+                .rev()
+                .find(|(i, _)| *i == at)
+                .map_or(&columns[at].data_type, |(_, t)| t);
+            if cell(column, value).is_some() {
+                continue;
+            }
+            match widened(column, value) {
+                Some(to) => changes.push((at, to)),
+                None => {
+                    refusal = Some(Refusal::parsing(format!(
+                        "failed to parse field [{name}] of type [{}]: {value} does not fit it",
+                        columns[at].data_type
+                    )));
+                    break;
+                }
+            }
+        }
+        if refusal.is_some() {
+            refusals.push(refusal);
+            continue;
+        }
+        for (name, value) in &document.fields {
+            match position.get(name) {
+                Some(&at) => {
+                    if cell(&columns[at].data_type, value).is_none()
+                        && let Some(to) = widened(&columns[at].data_type, value)
+                    {
+                        columns[at].data_type = to;
+                    }
+                }
+                None => {
+                    position.insert(name.clone(), columns.len());
+                    columns.push(ColumnDef {
+                        name: name.clone(),
+                        data_type: inferred(value),
+                        nullable: true,
+                    });
+                }
+            }
+        }
+        refusals.push(None);
+    }
+    (columns, refusals)
+}
+
+/// A builder of one column.
+enum Builder {
+    Bool(BooleanBuilder),
+    Int(Int64Builder),
+    Float(Float64Builder),
+    Text(StringBuilder),
+    Millis(TimestampMillisecondBuilder),
+}
+
+impl Builder {
+    fn new(column: &ColumnType, capacity: usize) -> Option<Builder> {
+        Some(match column {
+            ColumnType::Bool => Builder::Bool(BooleanBuilder::with_capacity(capacity)),
+            ColumnType::Int64 => Builder::Int(Int64Builder::with_capacity(capacity)),
+            ColumnType::Float64 => Builder::Float(Float64Builder::with_capacity(capacity)),
+            ColumnType::Utf8 => {
+                Builder::Text(StringBuilder::with_capacity(capacity, capacity * 16))
+            }
+            column if *column == DATE => Builder::Millis(
+                TimestampMillisecondBuilder::with_capacity(capacity).with_timezone("UTC"),
+            ),
+            _ => return None,
+        })
+    }
+
+    fn push(&mut self, cell: Option<Cell>) {
+        match (self, cell) {
+            (Builder::Bool(b), Some(Cell::Bool(v))) => b.append_value(v),
+            (Builder::Int(b), Some(Cell::Int(v))) => b.append_value(v),
+            (Builder::Float(b), Some(Cell::Float(v))) => b.append_value(v),
+            (Builder::Text(b), Some(Cell::Text(v))) => b.append_value(v),
+            (Builder::Millis(b), Some(Cell::Millis(v))) => b.append_value(v),
+            (Builder::Bool(b), _) => b.append_null(),
+            (Builder::Int(b), _) => b.append_null(),
+            (Builder::Float(b), _) => b.append_null(),
+            (Builder::Text(b), _) => b.append_null(),
+            (Builder::Millis(b), _) => b.append_null(),
+        }
+    }
+
+    fn finish(self) -> ArrayRef {
+        match self {
+            Builder::Bool(mut b) => Arc::new(b.finish()),
+            Builder::Int(mut b) => Arc::new(b.finish()),
+            Builder::Float(mut b) => Arc::new(b.finish()),
+            Builder::Text(mut b) => Arc::new(b.finish()),
+            Builder::Millis(mut b) => Arc::new(b.finish()),
+        }
+    }
+}
+
+/// Where a document went: its row in the batch; or `Err`, with why it was refused here (`None`:
+/// it was refused before).
+pub type Placement = Result<usize, Option<Refusal>>;
+
+/// The rows of `documents` (`None` marks one already refused) in `table`'s schema, whose columns
+/// [`grow`] made fit them: the batch, and for each document its row in the batch or why it is
+/// refused.
+pub fn rows(
+    table: &TableDef,
+    documents: &[Option<&Document>],
+) -> Result<(RecordBatch, Vec<Placement>), Refusal> {
+    let schema = rows::data_schema(table);
+    let capacity = documents.len();
+    let mut builders = Vec::with_capacity(table.columns.len());
+    let mut position: HashMap<&str, usize> = HashMap::with_capacity(table.columns.len());
+    for (i, column) in table.columns.iter().enumerate() {
+        let builder = Builder::new(&column.data_type, capacity).ok_or_else(|| {
+            Refusal::illegal(format!(
+                "column [{}] of type [{}] cannot take records yet",
+                column.name, column.data_type
+            ))
+        })?;
+        builders.push(builder);
+        position.insert(column.name.as_str(), i);
+    }
+    let id_at = position.get(ID_FIELD).copied();
+    let timestamp_at = position.get(TIMESTAMP_FIELD).copied();
+    let mut placed = Vec::with_capacity(documents.len());
+    let mut cells: Vec<Option<Cell>> = Vec::new();
+    let mut count = 0;
+    for document in documents {
+        let Some(document) = document else {
+            placed.push(Err(None));
+            continue;
+        };
+        cells.clear();
+        cells.resize_with(builders.len(), || None);
+        let mut refusal = None;
+        for (name, value) in &document.fields {
+            let Some(&at) = position.get(name.as_str()) else {
+                refusal = Some(Refusal::illegal(format!(
+                    "field [{name}] has no column (the dataset's columns changed meanwhile)"
+                )));
+                break;
+            };
+            match cell(&table.columns[at].data_type, value) {
+                Some(c) => cells[at] = Some(c),
+                None => {
+                    refusal = Some(Refusal::parsing(format!(
+                        "failed to parse field [{name}] of type [{}]",
+                        table.columns[at].data_type
+                    )));
+                    break;
+                }
+            }
+        }
+        if let Some(refusal) = refusal {
+            placed.push(Err(Some(refusal)));
+            continue;
+        }
+        if let Some(at) = id_at {
+            cells[at] = Some(Cell::Text(document.id.clone()));
+        }
+        if let Some(at) = timestamp_at {
+            cells[at] = Some(Cell::Millis(document.timestamp));
+        }
+        for (builder, cell) in builders.iter_mut().zip(cells.drain(..)) {
+            builder.push(cell);
+        }
+        placed.push(Ok(count));
+        count += 1;
+    }
+    let arrays: Vec<ArrayRef> = builders.into_iter().map(Builder::finish).collect();
+    let batch = RecordBatch::try_new_with_options(
+        schema,
+        arrays,
+        &arrow::array::RecordBatchOptions::new().with_row_count(Some(count)),
+    )
+    .map_err(|error| Refusal::illegal(format!("the records do not form rows: {error}")))?;
+    Ok((batch, placed))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::documents::test_support::{column, dataset};
+
+    fn base() -> Vec<ColumnDef> {
+        vec![
+            ColumnDef {
+                name: ID_FIELD.to_owned(),
+                data_type: ColumnType::Utf8,
+                nullable: false,
+            },
+            ColumnDef {
+                name: TIMESTAMP_FIELD.to_owned(),
+                data_type: DATE,
+                nullable: false,
+            },
+        ]
+    }
+
+    fn document(id: &str, value: Value) -> Document {
+        let Value::Object(object) = value else {
+            panic!()
+        };
+        Document::from_object(object, id.to_owned(), 1_000).unwrap()
+    }
+
+    fn types(columns: &[ColumnDef]) -> Vec<(String, String)> {
+        columns
+            .iter()
+            .map(|c| (c.name.clone(), c.data_type.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn new_fields_get_the_type_of_their_first_value() {
+        let docs = [document(
+            "1",
+            json!({"status": 200, "took": 1.5, "ok": true, "path": "/a", "at": "2026-11-23T10:00:00Z", "tags": ["x"], "user": {"id": 7}}),
+        )];
+        let refs: Vec<Option<&Document>> = docs.iter().map(Some).collect();
+        let (columns, refusals) = grow(&base(), &refs);
+        assert!(refusals.iter().all(Option::is_none));
+        let names: Vec<(String, String)> = types(&columns)[2..].to_vec();
+        let expected: Vec<(String, String)> = [
+            ("at", "timestamp[ms,UTC]"),
+            ("ok", "bool"),
+            ("path", "utf8"),
+            ("status", "int64"),
+            ("tags", "utf8"),
+            ("took", "float64"),
+            ("user.id", "int64"),
+        ]
+        .iter()
+        .map(|(n, t)| (n.to_string(), t.to_string()))
+        .collect();
+        assert_eq!(names, expected);
+    }
+
+    #[test]
+    fn values_convert_or_the_column_changes_once_for_good() {
+        let mut current = base();
+        current.extend([
+            column("n", ColumnType::Int64),
+            column("f", ColumnType::Float64),
+            column("b", ColumnType::Bool),
+            column("d", DATE),
+            column("s", ColumnType::Utf8),
+        ]);
+        // All of these fit as they are.
+        let fits = [document(
+            "1",
+            json!({"n": "42", "f": 3, "b": "true", "d": 1_700_000_000_000_i64, "s": 5}),
+        )];
+        let refs: Vec<Option<&Document>> = fits.iter().map(Some).collect();
+        assert_eq!(grow(&current, &refs).0, current);
+        // These do not: int64 widens to float64; the others become text.
+        let misfits = [
+            document("2", json!({"n": 2.5})),
+            document("3", json!({"f": "many", "b": 1, "d": "soon"})),
+        ];
+        let refs: Vec<Option<&Document>> = misfits.iter().map(Some).collect();
+        let (columns, _) = grow(&current, &refs);
+        let after: Vec<String> = columns[2..]
+            .iter()
+            .map(|c| c.data_type.to_string())
+            .collect();
+        assert_eq!(after, ["float64", "utf8", "utf8", "utf8", "utf8"]);
+        // A float64 column that once met text stays text when it meets a number again.
+        let (columns, _) = grow(&columns, &[Some(&document("4", json!({"f": 1.5})))]);
+        assert_eq!(columns[3].data_type, ColumnType::Utf8);
+    }
+
+    #[test]
+    fn rows_hold_each_document_in_the_schema() {
+        let docs = [
+            document("a", json!({"status": 200, "path": "/x"})),
+            document("b", json!({"status": "oops"})),
+            document("c", json!({"path": "/y", "user": {"name": "ann"}})),
+        ];
+        let refs: Vec<Option<&Document>> = docs.iter().map(Some).collect();
+        let (columns, _) = grow(&base(), &refs);
+        let table = dataset(columns);
+        let (batch, placed) = rows(&table, &refs).unwrap();
+        assert_eq!(placed.iter().filter(|p| p.is_ok()).count(), 3);
+        assert_eq!(batch.num_rows(), 3);
+        let text = arrow::util::pretty::pretty_format_batches(&[batch])
+            .unwrap()
+            .to_string();
+        // "status" met text, so it is text; 200 is kept as "200".
+        assert!(
+            text.contains("| a   | 1970-01-01T00:00:01Z | /x   | 200    |           |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| b   | 1970-01-01T00:00:01Z |      | oops   |           |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| c   | 1970-01-01T00:00:01Z | /y   |        | ann       |"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_document_past_the_column_limit_is_refused_alone() {
+        let mut current = base();
+        current.extend((2..MAX_COLUMNS).map(|i| column(&format!("c{i}"), ColumnType::Int64)));
+        let docs = [
+            document("1", json!({"c5": 1})),
+            document("2", json!({"brand_new": 1})),
+        ];
+        let refs: Vec<Option<&Document>> = docs.iter().map(Some).collect();
+        let (columns, refusals) = grow(&current, &refs);
+        assert_eq!(columns.len(), MAX_COLUMNS);
+        assert!(refusals[0].is_none());
+        assert!(
+            refusals[1]
+                .as_ref()
+                .unwrap()
+                .reason
+                .contains("Limit of total fields [1000]")
+        );
+    }
+}

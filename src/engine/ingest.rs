@@ -1,0 +1,488 @@
+//! Records written to platform datasets: the operations of a bulk request (index, create,
+//! delete), applied by each dataset's table leader.
+//!
+//! For each dataset a request names, in one turn of its leader:
+//! 1. the records are read and their columns planned outside the leader's permit (the costly
+//!    part, so that concurrent requests overlap it); a record with a field the dataset lacks, or
+//!    a value its column cannot take, first grows the dataset's columns by a catalog change
+//!    (ADR 5), and the plan is made again against them;
+//! 2. under the permit, each operation's `_id` is resolved in request order against the live
+//!    records (through the exact-match index on `_id`) and the operations before it: create of
+//!    a present id is a 409 item, index of one replaces it, delete of an absent one is a 404;
+//! 3. the records replaced or deleted are tombstoned by one `RowsDeleted`, then the records to
+//!    add are appended by one `RowsAppended`. A replacement is thus a delete and an append, in
+//!    that order: were the second event lost, the client, which got no answer, sends it again.
+//!
+//! Nothing a request refuses as a whole is written; an item that fails is left out alone.
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use arrow::array::{BooleanArray, RecordBatch};
+use roaring::RoaringTreemap;
+use strata_log::{
+    envelope::Body,
+    event::{RowsAppended, RowsDeleted},
+};
+use strata_projections::{
+    catalog::TableDef,
+    table::{TableSnapshot, rows as table_rows},
+};
+
+use super::{
+    Action, DatabaseGuard, Engine, Origin, PlatformPrincipal, datasets::check_name, leader::Permit,
+    quota::Counts,
+};
+use crate::{
+    documents::{
+        self, Document, ID_FIELD, Refusal,
+        bulk::{self, Operation},
+        columns,
+    },
+    error::{Error, Result},
+};
+
+/// How long a bulk request waits for a dataset's leader (or the catalog's, to create a dataset or
+/// grow its columns) busy with another write before its items fail with 429 (Elasticsearch
+/// queues bulk requests too, and rejects them when its queue is full).
+const BULK_WAIT: Duration = Duration::from_secs(30);
+
+/// What became of one operation of a bulk request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// `created` (201), `updated` (200), `deleted` (200) or `not_found` (404).
+    Done {
+        result: &'static str,
+        status: u16,
+    },
+    Failed(Refusal),
+}
+
+/// One item of a bulk response.
+#[derive(Clone, Debug)]
+pub struct BulkItem {
+    pub action: bulk::Action,
+    pub index: String,
+    pub id: Option<String>,
+    pub outcome: Outcome,
+}
+
+impl Outcome {
+    fn done(result: &'static str, status: u16) -> Outcome {
+        Outcome::Done { result, status }
+    }
+}
+
+/// The item error of an error that failed all of a dataset's operations.
+fn refusal_of(error: &Error, index: &str) -> Refusal {
+    let reason = error.to_string();
+    match error {
+        Error::Forbidden(_) => Refusal::new("security_exception", 403, reason),
+        Error::LimitReached { .. } => Refusal::new("limit_exceeded_exception", 403, reason),
+        Error::DatasetNotFound(_) => Refusal::new(
+            "index_not_found_exception",
+            404,
+            format!("no such index [{index}]"),
+        ),
+        Error::InvalidName(_) | Error::BadRequest(_) => {
+            Refusal::new("invalid_index_name_exception", 400, reason)
+        }
+        Error::Busy(_) => Refusal::new("es_rejected_execution_exception", 429, reason),
+        Error::Unavailable(_) | Error::Log(_) => {
+            Refusal::new("unavailable_shards_exception", 503, reason)
+        }
+        _ => Refusal::new("exception", 500, reason),
+    }
+}
+
+/// The resolution of one `_id` while a request's operations are applied in order.
+enum Slot {
+    /// Live rows of the dataset that hold it.
+    Stored(RoaringTreemap),
+    /// A record of this request, by its row in the request's batch.
+    Pending(usize),
+    Absent,
+}
+
+impl Engine {
+    /// Applies a bulk request's operations; `path_index` is the dataset of the path, for the
+    /// operations that name none. Items come back in request order.
+    pub async fn bulk(
+        &self,
+        principal: &PlatformPrincipal,
+        path_index: Option<&str>,
+        operations: Vec<Operation>,
+        origin: &Origin,
+    ) -> Vec<BulkItem> {
+        let now = chrono::Utc::now().timestamp_millis();
+        let mut items = Vec::with_capacity(operations.len());
+        let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+        for (i, operation) in operations.iter().enumerate() {
+            let index = operation
+                .index
+                .clone()
+                .or_else(|| path_index.map(str::to_owned));
+            let refusal = match &index {
+                None => Some(Refusal::new(
+                    "action_request_validation_exception",
+                    400,
+                    "Validation Failed: 1: index is missing;",
+                )),
+                Some(name) => match check_name(name) {
+                    Err(error) => Some(refusal_of(&error, name)),
+                    Ok(()) if operation.require_alias => Some(Refusal::new(
+                        "index_not_found_exception",
+                        404,
+                        format!(
+                            "no such index [{name}] and [require_alias] request flag is [true] and [{name}] is not an alias"
+                        ),
+                    )),
+                    Ok(()) => operation.refusal.clone(),
+                },
+            };
+            let index = index.unwrap_or_default();
+            match refusal {
+                Some(refusal) => items.push(BulkItem {
+                    action: operation.action,
+                    index,
+                    id: operation.id.clone(),
+                    outcome: Outcome::Failed(refusal),
+                }),
+                None => {
+                    match groups.iter_mut().find(|(name, _)| *name == index) {
+                        Some((_, members)) => members.push(i),
+                        None => groups.push((index.clone(), vec![i])),
+                    }
+                    items.push(BulkItem {
+                        action: operation.action,
+                        index,
+                        id: operation.id.clone(),
+                        outcome: Outcome::done("noop", 200),
+                    });
+                }
+            }
+        }
+        for (name, members) in groups {
+            let operations: Vec<&Operation> = members.iter().map(|&i| &operations[i]).collect();
+            let outcome = self
+                .bulk_into(principal, &name, &operations, now, origin)
+                .await;
+            match outcome {
+                Ok(done) => {
+                    for (&i, (id, outcome)) in members.iter().zip(done) {
+                        items[i].id = Some(id);
+                        items[i].outcome = outcome;
+                    }
+                }
+                Err(error) => {
+                    let refusal = refusal_of(&error, &name);
+                    for &i in &members {
+                        items[i].outcome = Outcome::Failed(refusal.clone());
+                    }
+                }
+            }
+        }
+        items
+    }
+
+    /// Applies the operations on dataset `name`, creating it for an index or create: each
+    /// operation's `_id` and outcome.
+    async fn bulk_into(
+        &self,
+        principal: &PlatformPrincipal,
+        name: &str,
+        operations: &[&Operation],
+        now: i64,
+        origin: &Origin,
+    ) -> Result<Vec<(String, Outcome)>> {
+        self.authorize(principal, Action::RecordWrite, name)?;
+        // The records, read once, before any permit.
+        let mut ids = Vec::with_capacity(operations.len());
+        let mut outcomes: Vec<Option<Outcome>> = Vec::with_capacity(operations.len());
+        let mut documents: Vec<Option<Document>> = Vec::with_capacity(operations.len());
+        let mut generated = vec![false; operations.len()];
+        for (k, operation) in operations.iter().enumerate() {
+            let id = operation.id.clone().unwrap_or_else(|| {
+                generated[k] = operation.action != bulk::Action::Delete;
+                documents::generate_id()
+            });
+            let (document, outcome) = match (operation.action, &operation.record) {
+                (bulk::Action::Delete, _) if operation.id.is_none() => (
+                    None,
+                    Some(Outcome::Failed(Refusal::new(
+                        "action_request_validation_exception",
+                        400,
+                        "Validation Failed: 1: id is missing;",
+                    ))),
+                ),
+                (bulk::Action::Delete, _) => (None, None),
+                (_, Some(record)) => match Document::parse(record, id.clone(), now) {
+                    Ok(document) => (Some(document), None),
+                    Err(refusal) => (None, Some(Outcome::Failed(refusal))),
+                },
+                (_, None) => (
+                    None,
+                    Some(Outcome::Failed(Refusal::parsing(
+                        "the record line is missing",
+                    ))),
+                ),
+            };
+            ids.push(id);
+            documents.push(document);
+            outcomes.push(outcome);
+        }
+        let writes = documents.iter().filter(|d| d.is_some()).count() as u64;
+        let account = &principal.account;
+        let (runtime, mut def) = match self.dataset(account, name).await {
+            Ok(found) => found,
+            Err(Error::DatasetNotFound(_)) if writes > 0 => {
+                // Like Elasticsearch, a write to a dataset that does not exist creates it.
+                match self.make_dataset(principal, name, origin, BULK_WAIT).await {
+                    Ok(()) | Err(Error::DatasetExists(_)) => {}
+                    Err(error) => return Err(error),
+                }
+                self.dataset(account, name).await?
+            }
+            Err(error) => return Err(error),
+        };
+        let _reservation = match writes {
+            0 => None,
+            rows => Some(self.reserve(account, Counts { rows, vectors: 0 }).await?),
+        };
+        // Planning again because the columns changed meanwhile means another request grew them:
+        // progress, so this request keeps trying as long as it would wait for a busy writer.
+        let deadline = tokio::time::Instant::now() + BULK_WAIT;
+        while tokio::time::Instant::now() < deadline {
+            // Plan the columns; grow them first when the records need it.
+            let candidates: Vec<Option<&Document>> = documents
+                .iter()
+                .zip(&outcomes)
+                .map(|(d, o)| d.as_ref().filter(|_| o.is_none()))
+                .collect();
+            let (columns, refusals) = columns::grow(&def.columns, &candidates);
+            for (outcome, refusal) in outcomes.iter_mut().zip(refusals) {
+                if let Some(refusal) = refusal {
+                    *outcome = Some(Outcome::Failed(refusal));
+                }
+            }
+            if columns != def.columns {
+                self.grow_dataset(&runtime, &def, &columns, origin, BULK_WAIT)
+                    .await?;
+                def = self.dataset(account, name).await?.1;
+                continue;
+            }
+            let candidates: Vec<Option<&Document>> = documents
+                .iter()
+                .zip(&outcomes)
+                .map(|(d, o)| d.as_ref().filter(|_| o.is_none()))
+                .collect();
+            let (batch, placed) = columns::rows(&def, &candidates)
+                .map_err(|refusal| Error::BadRequest(refusal.reason))?;
+            let table = self.table_runtime(&runtime, &def).await?;
+            let permit = match table.leader.try_permit(BULK_WAIT).await {
+                // Replaced by a runtime with grown columns while this request waited.
+                Err(Error::Unavailable(_)) if table.retired() => continue,
+                permit => permit?,
+            };
+            let mut permit = permit.ok_or_else(|| {
+                Error::Busy(format!(
+                    "dataset {name:?} is busy with other writes; retry after the Retry-After interval"
+                ))
+            })?;
+            self.still_ready(&runtime)?;
+            let current = runtime.catalog.snapshot().tables.get(name).cloned();
+            match current {
+                Some(current) if current.id == def.id => {
+                    if table.retired() || current.columns != def.columns {
+                        // Grown meanwhile by another request: plan again.
+                        def = current;
+                        continue;
+                    }
+                }
+                _ => return Err(Error::DatasetNotFound(name.to_owned())),
+            }
+            let snapshot = permit.snapshot();
+            let resolved = resolve(operations, &ids, &generated, &placed, &outcomes, &snapshot)?;
+            let written = self
+                .commit(&mut permit, &runtime, &def, batch, &resolved, origin)
+                .await;
+            match written {
+                Ok(()) => {
+                    let outcomes = resolved.outcomes.into_iter().map(|o| {
+                        o.unwrap_or_else(|| Outcome::Failed(Refusal::parsing("not applied")))
+                    });
+                    return Ok(ids.into_iter().zip(outcomes).collect());
+                }
+                // Fenced by the runtime that replaced this one: nothing of it counts; again.
+                Err(Error::Unavailable(_)) if table.retired() => continue,
+                Err(error) => return Err(error),
+            }
+        }
+        Err(Error::Busy(format!(
+            "the columns of dataset {name:?} kept changing under this request for {}s; retry it",
+            BULK_WAIT.as_secs()
+        )))
+    }
+
+    /// Writes what `resolved` comes to: one `RowsDeleted` for the records replaced or deleted,
+    /// then one `RowsAppended` for the records of `batch` kept.
+    async fn commit(
+        &self,
+        permit: &mut Permit<'_, Arc<TableSnapshot>>,
+        runtime: &DatabaseGuard,
+        def: &TableDef,
+        batch: RecordBatch,
+        resolved: &Resolved,
+        origin: &Origin,
+    ) -> Result<()> {
+        let mut after = None;
+        if !resolved.tombstones.is_empty() {
+            let body = Body::RowsDeleted(RowsDeleted {
+                table_id: def.id.clone(),
+                row_ids: resolved.tombstones.iter().collect(),
+                vector_count: vectors_among(&permit.snapshot(), &resolved.tombstones),
+            });
+            after = Some(permit.write(body, origin).await?);
+        }
+        let kept = resolved.keep.iter().filter(|k| **k).count();
+        if kept > 0 {
+            let batch = match kept == batch.num_rows() {
+                true => batch,
+                false => {
+                    let mask = BooleanArray::from(resolved.keep.clone());
+                    arrow::compute::filter_record_batch(&batch, &mask)
+                        .map_err(|e| Error::Internal(e.to_string()))?
+                }
+            };
+            let body = Body::RowsAppended(RowsAppended {
+                table_id: def.id.clone(),
+                first_row_id: permit.snapshot().next_row_id,
+                row_count: kept as u64,
+                arrow_ipc: table_rows::encode_ipc(&batch)?.into(),
+                vector_count: strata_projections::table::count_vectors(
+                    &batch,
+                    def.vector_column.as_deref(),
+                ),
+            });
+            after = Some(permit.write(body, origin).await?);
+        }
+        if let Some(after) = after {
+            self.record_usage(&runtime.account, &runtime.id, &def.id, Counts::of(&after));
+        }
+        Ok(())
+    }
+}
+
+/// What applying a dataset's operations in request order comes to.
+struct Resolved {
+    /// Each operation's outcome.
+    outcomes: Vec<Option<Outcome>>,
+    /// Which rows of the request's batch are written.
+    keep: Vec<bool>,
+    /// Live rows replaced or deleted.
+    tombstones: RoaringTreemap,
+}
+
+/// Resolves each operation's `_id` against the live records of `snapshot` and the operations
+/// before it. `outcomes` holds the operations already decided (failed); `placed`, each record's
+/// row in the batch.
+fn resolve(
+    operations: &[&Operation],
+    ids: &[String],
+    generated: &[bool],
+    placed: &[columns::Placement],
+    outcomes: &[Option<Outcome>],
+    snapshot: &TableSnapshot,
+) -> Result<Resolved> {
+    let mut outcomes = outcomes.to_vec();
+    let mut slots: HashMap<&str, Slot> = HashMap::new();
+    let rows = placed.iter().filter(|p| p.is_ok()).count();
+    let mut keep = vec![false; rows];
+    let mut tombstones = RoaringTreemap::new();
+    for (k, operation) in operations.iter().enumerate() {
+        if outcomes[k].is_some() {
+            continue;
+        }
+        let row = match &placed[k] {
+            Ok(row) => Some(*row),
+            Err(Some(refusal)) => {
+                outcomes[k] = Some(Outcome::Failed(refusal.clone()));
+                continue;
+            }
+            Err(None) => None,
+        };
+        let id = ids[k].as_str();
+        let slot = match slots.remove(id) {
+            Some(slot) => slot,
+            None if generated[k] => Slot::Absent,
+            None => lookup(snapshot, id)?,
+        };
+        let (next, outcome) = match (operation.action, slot, row) {
+            (bulk::Action::Create, slot @ (Slot::Stored(_) | Slot::Pending(_)), _) => (
+                slot,
+                Outcome::Failed(Refusal::new(
+                    "version_conflict_engine_exception",
+                    409,
+                    format!(
+                        "[{id}]: version conflict, document already exists (current version [1])"
+                    ),
+                )),
+            ),
+            (bulk::Action::Create | bulk::Action::Index, slot, Some(row)) => {
+                let (result, status) = match slot {
+                    Slot::Stored(rows) => {
+                        tombstones |= rows;
+                        ("updated", 200)
+                    }
+                    Slot::Pending(previous) => {
+                        keep[previous] = false;
+                        ("updated", 200)
+                    }
+                    Slot::Absent => ("created", 201),
+                };
+                keep[row] = true;
+                (Slot::Pending(row), Outcome::done(result, status))
+            }
+            (bulk::Action::Delete, Slot::Stored(rows), _) => {
+                tombstones |= rows;
+                (Slot::Absent, Outcome::done("deleted", 200))
+            }
+            (bulk::Action::Delete, Slot::Pending(previous), _) => {
+                keep[previous] = false;
+                (Slot::Absent, Outcome::done("deleted", 200))
+            }
+            (bulk::Action::Delete, Slot::Absent, _) => {
+                (Slot::Absent, Outcome::done("not_found", 404))
+            }
+            (_, slot, _) => (
+                slot,
+                Outcome::Failed(Refusal::parsing("the record could not be read")),
+            ),
+        };
+        slots.insert(id, next);
+        outcomes[k] = Some(outcome);
+    }
+    Ok(Resolved {
+        outcomes,
+        keep,
+        tombstones,
+    })
+}
+
+/// The live rows of `snapshot` whose `_id` is `id`.
+fn lookup(snapshot: &TableSnapshot, id: &str) -> Result<Slot> {
+    let rows = snapshot.exact_match(ID_FIELD, id, &None)?;
+    Ok(match rows.is_empty() {
+        true => Slot::Absent,
+        false => Slot::Stored(rows),
+    })
+}
+
+/// How many of `ids` hold a vector in `snapshot`.
+fn vectors_among(snapshot: &TableSnapshot, ids: &RoaringTreemap) -> u64 {
+    let memtable = snapshot.memtable.iter().map(|m| (&*m.vectors, &*m.deleted));
+    let segments = snapshot.segments.iter().map(|s| (&*s.vectors, &*s.deleted));
+    memtable
+        .chain(segments)
+        .map(|(vectors, deleted)| ((vectors - deleted) & ids).len())
+        .sum()
+}

@@ -1,0 +1,187 @@
+//! Record ingestion on the platform API: POST /{dataset}/json, and the same NDJSON bulk body at
+//! POST|PUT /_bulk and /{dataset}/_bulk, where Elasticsearch clients send it.
+
+use std::time::Instant;
+
+use axum::{
+    Extension, Json,
+    body::Bytes,
+    extract::State,
+    http::{HeaderMap, Uri, header::CONTENT_TYPE},
+    response::{IntoResponse, Response},
+};
+use serde_json::{Map, Value, json};
+
+use super::{AppState, RequestId, body::PathName, error::PlatformError};
+use crate::{
+    documents::bulk,
+    engine::{BulkItem, Outcome, PlatformPrincipal},
+    error::Error,
+};
+
+/// Query parameters a bulk request may carry. Those Elasticsearch uses to wait for visibility
+/// or for shards mean nothing here: every acknowledged record is visible at once.
+const BULK_PARAMETERS: &[&str] = &[
+    "refresh",
+    "timeout",
+    "wait_for_active_shards",
+    "routing",
+    "require_alias",
+    "pretty",
+    "human",
+    "error_trace",
+    "filter_path",
+    "api-version",
+    "_source",
+    "_source_includes",
+    "_source_excludes",
+];
+
+/// POST /{dataset}/json and /{dataset}/_bulk.
+pub async fn dataset_bulk(
+    State(state): State<AppState>,
+    Extension(principal): Extension<PlatformPrincipal>,
+    Extension(request_id): Extension<RequestId>,
+    name: Result<PathName, Error>,
+    headers: HeaderMap,
+    uri: Uri,
+    body: Bytes,
+) -> Result<Response, PlatformError> {
+    let PathName(name) = name.map_err(failed)?;
+    run(
+        &state,
+        &principal,
+        &request_id,
+        Some(&name),
+        &headers,
+        &uri,
+        body,
+    )
+    .await
+}
+
+/// POST /_bulk: every action line names its dataset.
+pub async fn bulk(
+    State(state): State<AppState>,
+    Extension(principal): Extension<PlatformPrincipal>,
+    Extension(request_id): Extension<RequestId>,
+    headers: HeaderMap,
+    uri: Uri,
+    body: Bytes,
+) -> Result<Response, PlatformError> {
+    run(&state, &principal, &request_id, None, &headers, &uri, body).await
+}
+
+fn failed(error: Error) -> PlatformError {
+    PlatformError {
+        operation: "bulk",
+        error,
+    }
+}
+
+async fn run(
+    state: &AppState,
+    principal: &PlatformPrincipal,
+    request_id: &RequestId,
+    path_index: Option<&str>,
+    headers: &HeaderMap,
+    uri: &Uri,
+    body: Bytes,
+) -> Result<Response, PlatformError> {
+    let started = Instant::now();
+    check_content_type(headers).map_err(failed)?;
+    let require_alias = check_parameters(uri).map_err(failed)?;
+    let mut operations = bulk::parse(&body).map_err(failed)?;
+    if require_alias {
+        for operation in &mut operations {
+            operation.require_alias = true;
+        }
+    }
+    let items = state
+        .engine
+        .bulk(
+            principal,
+            path_index,
+            operations,
+            &principal.origin(&request_id.0),
+        )
+        .await;
+    let errors = items
+        .iter()
+        .any(|item| matches!(item.outcome, Outcome::Failed(_)));
+    let items: Vec<Value> = items.iter().map(item_json).collect();
+    Ok(Json(json!({
+        "took": started.elapsed().as_millis() as u64,
+        "errors": errors,
+        "items": items,
+    }))
+    .into_response())
+}
+
+/// NDJSON, or JSON as clients label it; a body in another format is refused.
+fn check_content_type(headers: &HeaderMap) -> Result<(), Error> {
+    let Some(value) = headers.get(CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let text = value.to_str().unwrap_or("").to_ascii_lowercase();
+    let essence = text.split(';').next().unwrap_or("").trim();
+    if essence.ends_with("json") || essence == "text/plain" {
+        return Ok(());
+    }
+    Err(Error::BadRequest(format!(
+        "Content-Type {essence:?} is not supported: send the records as application/x-ndjson"
+    )))
+}
+
+/// Refuses parameters bulk does not know; whether `require_alias` is set.
+fn check_parameters(uri: &Uri) -> Result<bool, Error> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(uri.query().unwrap_or(""))
+        .map_err(|e| Error::BadRequest(format!("invalid query parameters: {e}")))?;
+    let mut require_alias = false;
+    for (name, value) in pairs {
+        match name.as_str() {
+            "pipeline" => {
+                return Err(Error::BadRequest(format!(
+                    "pipeline with id [{value}] does not exist (ingest pipelines are not supported)"
+                )));
+            }
+            "require_alias" => require_alias = value != "false",
+            name if BULK_PARAMETERS.contains(&name) => {}
+            other => {
+                return Err(Error::BadRequest(format!(
+                    "request [{}] contains unrecognized parameter: [{other}]",
+                    uri.path()
+                )));
+            }
+        }
+    }
+    Ok(require_alias)
+}
+
+/// One item of the response, keyed by its action.
+fn item_json(item: &BulkItem) -> Value {
+    let mut body = Map::new();
+    body.insert("_index".into(), json!(item.index));
+    body.insert("_id".into(), json!(item.id));
+    match &item.outcome {
+        Outcome::Done { result, status } => {
+            body.insert("_version".into(), json!(1));
+            body.insert("result".into(), json!(result));
+            if item.action != bulk::Action::Delete {
+                body.insert(
+                    "_shards".into(),
+                    json!({"total": 1, "successful": 1, "failed": 0}),
+                );
+            }
+            body.insert("status".into(), json!(status));
+        }
+        Outcome::Failed(refusal) => {
+            body.insert("status".into(), json!(refusal.status));
+            body.insert(
+                "error".into(),
+                json!({"type": refusal.kind, "reason": refusal.reason, "index": item.index}),
+            );
+        }
+    }
+    json!({ item.action.as_str(): body })
+}

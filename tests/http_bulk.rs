@@ -1,0 +1,450 @@
+//! NDJSON bulk ingestion over HTTP: POST /{dataset}/json, /_bulk and /{dataset}/_bulk. Items in
+//! request order, conflicts and malformed records failing alone, the @timestamp rules, bodies
+//! refused whole with nothing written, and a dataset's columns growing with its records (read
+//! back through the data plane's SQL, which sees a dataset as a table of database `default`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::{Client, Server, Signed, account_with_key, root_user};
+use serde_json::{Value, json};
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    server: Server,
+    platform: Signed,
+    data: Client,
+}
+
+fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let platform = Signed::new(&server, &root_user(dir.path(), "acme"));
+    let data = server.client(&account_with_key(dir.path(), "acme", None));
+    Setup {
+        _dir: dir,
+        server,
+        platform,
+        data,
+    }
+}
+
+/// Rows of a query over the account's datasets.
+async fn sql(data: &Client, query: &str) -> Vec<Value> {
+    let answer = data
+        .post_json("/v1/query_sql/default", &json!({ "sql": query }))
+        .await;
+    assert_eq!(answer.status, 200, "{query}: {answer:?}");
+    answer.body["data"].as_array().unwrap().clone()
+}
+
+/// Each item's action, result (or error type) and status.
+fn summary(answer: &common::Answer) -> Vec<(String, String, u64)> {
+    assert_eq!(answer.status, 200, "{answer:?}");
+    answer.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| {
+            let (action, body) = item.as_object().unwrap().iter().next().unwrap();
+            let what = body["result"]
+                .as_str()
+                .or_else(|| body["error"]["type"].as_str())
+                .unwrap()
+                .to_owned();
+            (action.clone(), what, body["status"].as_u64().unwrap())
+        })
+        .collect()
+}
+
+fn item(action: &str, what: &str, status: u64) -> (String, String, u64) {
+    (action.to_owned(), what.to_owned(), status)
+}
+
+#[tokio::test]
+async fn items_come_back_in_request_order_and_failures_stay_alone() {
+    let s = setup();
+    let before = chrono::Utc::now().timestamp_millis();
+    let body = concat!(
+        "{\"index\": {\"_id\": \"1\"}}\n",
+        "{\"status\": 200, \"path\": \"/a\", \"@timestamp\": \"2026-11-23T10:00:00Z\"}\n",
+        "{\"create\": {}}\n",
+        "{\"status\": 404, \"path\": \"/b\", \"@timestamp\": 1795428000000}\n",
+        "{\"create\": {\"_id\": \"1\"}}\n",
+        "{\"status\": 500}\n",
+        "{\"index\": {\"_id\": \"2\"}}\n",
+        "{\"status\": 201, \"path\": \n",
+        "{\"delete\": {\"_id\": \"nobody\"}}\n",
+        "{\"index\": {\"_id\": \"3\"}}\n",
+        "{\"status\": 302, \"@timestamp\": \"in a while\"}\n",
+        "{\"index\": {\"_id\": \"4\"}}\n",
+        "{\"status\": 204}\n",
+    );
+    let answer = s
+        .platform
+        .send_text("POST", "/logs/json", "application/x-ndjson", body)
+        .await;
+    assert_eq!(
+        summary(&answer),
+        [
+            item("index", "created", 201),
+            item("create", "created", 201),
+            item("create", "version_conflict_engine_exception", 409),
+            item("index", "mapper_parsing_exception", 400),
+            item("delete", "not_found", 404),
+            item("index", "created", 201),
+            item("index", "created", 201),
+        ]
+    );
+    assert_eq!(answer.body["errors"], true);
+    assert!(answer.body["took"].is_u64(), "{answer:?}");
+    let items = answer.body["items"].as_array().unwrap();
+    let first = &items[0]["index"];
+    assert_eq!(first["_index"], "logs");
+    assert_eq!(first["_id"], "1");
+    assert_eq!(first["_version"], 1);
+    assert_eq!(
+        first["_shards"],
+        json!({"total": 1, "successful": 1, "failed": 0})
+    );
+    // Without an _id, one is generated.
+    let generated = items[1]["create"]["_id"].as_str().unwrap();
+    assert_eq!(generated.len(), 20);
+    let conflict = &items[2]["create"];
+    assert_eq!(conflict["error"]["index"], "logs");
+    assert!(
+        conflict["error"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("document already exists"),
+        "{conflict}"
+    );
+    assert!(items[4]["delete"].get("_shards").is_none());
+
+    // The five records are there, each as written; the @timestamp rules hold.
+    let rows = sql(
+        &s.data,
+        "SELECT _id, status, path, CAST(\"@timestamp\" AS BIGINT) AS at FROM logs ORDER BY status",
+    )
+    .await;
+    let after = chrono::Utc::now().timestamp_millis();
+    let ids: Vec<&str> = rows.iter().map(|r| r["_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["1", "4", "3", generated]);
+    assert_eq!(rows[0]["at"], 1_795_428_000_000_i64, "a valid date is kept");
+    assert_eq!(
+        rows[3]["at"], 1_795_428_000_000_i64,
+        "milliseconds are kept"
+    );
+    for row in &rows[1..3] {
+        // An invalid @timestamp, and a missing one, are the upload time.
+        let at = row["at"].as_i64().unwrap();
+        assert!((before..=after).contains(&at), "{row}");
+    }
+    assert_eq!(rows[0]["path"], "/a");
+    assert_eq!(rows[1]["path"], Value::Null);
+}
+
+#[tokio::test]
+async fn index_replaces_a_record_and_delete_removes_it() {
+    let s = setup();
+    let write = |lines: Vec<Value>| {
+        let platform = s.platform.clone();
+        async move { platform.send_ndjson("POST", "/people/json", &lines).await }
+    };
+    let answer = write(vec![
+        json!({"index": {"_id": "ann"}}),
+        json!({"name": "Ann", "visits": 1}),
+        json!({"index": {"_id": "bob"}}),
+        json!({"name": "Bob", "visits": 1}),
+    ])
+    .await;
+    assert_eq!(answer.body["errors"], false, "{answer:?}");
+
+    let answer = write(vec![
+        json!({"index": {"_id": "ann"}}),
+        json!({"name": "Ann", "visits": 2}),
+        json!({"delete": {"_id": "bob"}}),
+        // Within one request, operations see the ones before them.
+        json!({"create": {"_id": "cid"}}),
+        json!({"name": "Cid", "visits": 1}),
+        json!({"index": {"_id": "cid"}}),
+        json!({"name": "Cid", "visits": 2}),
+        json!({"create": {"_id": "dee"}}),
+        json!({"name": "Dee", "visits": 1}),
+        json!({"delete": {"_id": "dee"}}),
+        json!({"create": {"_id": "dee"}}),
+        json!({"name": "Dee", "visits": 3}),
+    ])
+    .await;
+    assert_eq!(
+        summary(&answer),
+        [
+            item("index", "updated", 200),
+            item("delete", "deleted", 200),
+            item("create", "created", 201),
+            item("index", "updated", 200),
+            item("create", "created", 201),
+            item("delete", "deleted", 200),
+            item("create", "created", 201),
+        ]
+    );
+    let rows = sql(&s.data, "SELECT _id, visits FROM people ORDER BY _id").await;
+    assert_eq!(
+        rows,
+        [
+            json!({"_id": "ann", "visits": 2}),
+            json!({"_id": "cid", "visits": 2}),
+            json!({"_id": "dee", "visits": 3}),
+        ]
+    );
+    let info = s.platform.send("GET", "/people/metadata", None).await;
+    assert_eq!(info.body["docs.count"], "3", "{info:?}");
+}
+
+#[tokio::test]
+async fn a_body_that_is_not_bulk_ndjson_is_refused_whole() {
+    let s = setup();
+    let refused = |answer: common::Answer, needle: &str| {
+        assert_eq!(answer.status, 400, "{answer:?}");
+        assert_eq!(answer.body["status"], "error", "{answer:?}");
+        let message = answer.body["message"].as_str().unwrap();
+        assert!(message.starts_with("bulk: "), "{message}");
+        assert!(
+            message.contains(needle),
+            "{message:?} should say {needle:?}"
+        );
+    };
+    let array = json!([{"index": {}}, {"a": 1}]).to_string() + "\n";
+    refused(
+        s.platform
+            .send_text("POST", "/logs/json", "application/json", &array)
+            .await,
+        "not a JSON array",
+    );
+    refused(
+        s.platform
+            .send_text(
+                "POST",
+                "/logs/json",
+                "application/x-ndjson",
+                "{\"index\": {}}\n{\"a\": 1}",
+            )
+            .await,
+        "terminated by a newline",
+    );
+    refused(
+        s.platform
+            .send_text(
+                "POST",
+                "/logs/json",
+                "application/x-ndjson",
+                "{\"index\": {\"_id\": \"1\"}}\n{\"a\": 1}\n{}\n",
+            )
+            .await,
+        "Malformed action/metadata line [3], expected FIELD_NAME but found [END_OBJECT]",
+    );
+    refused(
+        s.platform
+            .send_text("POST", "/logs/json", "text/csv", "a,b\n")
+            .await,
+        "Content-Type \"text/csv\" is not supported",
+    );
+    refused(
+        s.platform
+            .send_ndjson(
+                "POST",
+                "/logs/json?colour=blue",
+                &[json!({"index": {}}), json!({})],
+            )
+            .await,
+        "unrecognized parameter: [colour]",
+    );
+    // Nothing was written: not even the dataset.
+    let listed = s.platform.send("GET", "/metadata", None).await;
+    assert_eq!(listed.body, json!([]), "{listed:?}");
+    // A name the platform refuses fails the item.
+    let answer = s
+        .platform
+        .send_ndjson(
+            "POST",
+            "/_bulk",
+            &[json!({"index": {"_index": "_x"}}), json!({"a": 1})],
+        )
+        .await;
+    assert_eq!(
+        summary(&answer),
+        [item("index", "invalid_index_name_exception", 400)]
+    );
+}
+
+#[tokio::test]
+async fn bulk_routes_each_operation_to_its_dataset() {
+    let s = setup();
+    let answer = s
+        .platform
+        .send_ndjson(
+            "POST",
+            "/_bulk?refresh=true",
+            &[
+                json!({"index": {"_index": "web", "_id": "1"}}),
+                json!({"f": 1}),
+                json!({"index": {"_index": "app"}}),
+                json!({"f": 2}),
+                json!({"index": {}}),
+                json!({"f": 3}),
+                json!({"delete": {"_index": "nowhere", "_id": "1"}}),
+                json!({"index": {"_index": "web", "_id": ""}}),
+                json!({"f": 4}),
+            ],
+        )
+        .await;
+    assert_eq!(
+        summary(&answer),
+        [
+            item("index", "created", 201),
+            item("index", "created", 201),
+            item("index", "action_request_validation_exception", 400),
+            item("delete", "index_not_found_exception", 404),
+            item("index", "illegal_argument_exception", 400),
+        ]
+    );
+    let items = answer.body["items"].as_array().unwrap();
+    assert_eq!(
+        items[4]["index"]["error"]["reason"],
+        "if _id is specified it must not be empty"
+    );
+    // The datasets were made on their first record; a delete makes none.
+    let listed = s.platform.send("GET", "/metadata", None).await;
+    let names: Vec<&str> = listed
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["index"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["app", "web"]);
+    // /{dataset}/_bulk: the path names the dataset, an action line may name another.
+    let answer = s
+        .platform
+        .send_ndjson(
+            "PUT",
+            "/web/_bulk",
+            &[
+                json!({"create": {"_id": "2"}}),
+                json!({"f": 5}),
+                json!({"create": {"_index": "app", "_id": "2"}}),
+                json!({"f": 6}),
+            ],
+        )
+        .await;
+    assert_eq!(answer.body["errors"], false, "{answer:?}");
+    let web = sql(&s.data, "SELECT f FROM web ORDER BY f").await;
+    let app = sql(&s.data, "SELECT f FROM app ORDER BY f").await;
+    assert_eq!(web, [json!({"f": 1}), json!({"f": 5})]);
+    assert_eq!(app, [json!({"f": 2}), json!({"f": 6})]);
+}
+
+#[tokio::test]
+async fn columns_grow_and_change_type_and_records_survive_a_restart() {
+    let mut s = setup();
+    let steps = [
+        json!({"n": 1, "user": {"name": "ann"}}),
+        json!({"n": 2.5, "ok": true}),
+        json!({"n": "many", "at": "2026-11-23T10:00:00Z"}),
+        json!({"at": "not a date", "tags": ["a", "b"]}),
+    ];
+    for (i, record) in steps.iter().enumerate() {
+        let answer = s
+            .platform
+            .send_ndjson(
+                "POST",
+                "/events/json",
+                &[json!({"index": {"_id": i.to_string()}}), record.clone()],
+            )
+            .await;
+        assert_eq!(answer.body["errors"], false, "{answer:?}");
+    }
+    let expected_columns = [
+        ("_id", "utf8"),
+        ("@timestamp", "timestamp[ms,UTC]"),
+        ("n", "utf8"),
+        ("user.name", "utf8"),
+        ("ok", "bool"),
+        ("at", "utf8"),
+        ("tags", "utf8"),
+    ];
+    let schema = s.data.schema("default", "events").await;
+    let columns: Vec<(&str, &str)> = schema
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap(), c["type"].as_str().unwrap()))
+        .collect();
+    assert_eq!(columns, expected_columns);
+    let query = "SELECT _id, n, \"user.name\" AS name, ok, at, tags FROM events ORDER BY _id";
+    let expected = [
+        json!({"_id": "0", "n": "1", "name": "ann", "ok": null, "at": null, "tags": null}),
+        json!({"_id": "1", "n": "2.5", "name": null, "ok": true, "at": null, "tags": null}),
+        json!({"_id": "2", "n": "many", "name": null, "ok": null, "at": "2026-11-23T10:00:00Z", "tags": null}),
+        json!({"_id": "3", "n": null, "name": null, "ok": null, "at": "not a date", "tags": "[\"a\",\"b\"]"}),
+    ];
+    assert_eq!(sql(&s.data, query).await, expected);
+
+    // The mapping in force, as Elasticsearch shows one.
+    let mapping = s.platform.send("GET", "/events/_mapping", None).await;
+    assert_eq!(mapping.status, 200, "{mapping:?}");
+    let properties = &mapping.body["events"]["mappings"]["properties"];
+    assert_eq!(properties["@timestamp"]["type"], "date");
+    assert_eq!(properties["n"]["type"], "text");
+    assert_eq!(properties["n"]["fields"]["keyword"]["type"], "keyword");
+    assert_eq!(properties["ok"]["type"], "boolean");
+    assert_eq!(properties["user"]["properties"]["name"]["type"], "text");
+    assert!(properties.get("_id").is_none(), "{properties}");
+    let all = s.platform.send("GET", "/_mapping", None).await;
+    assert_eq!(all.body["events"], mapping.body["events"]);
+    assert_eq!(
+        s.platform.send("GET", "/nope/_mapping", None).await.status,
+        404
+    );
+
+    // After a restart the records come from segments and the log, in the same schema.
+    assert!(s.server.stop());
+    s.server = Server::start(s._dir.path(), &[]);
+    let data = s
+        .server
+        .client(&account_with_key(s._dir.path(), "acme", None));
+    assert_eq!(sql(&data, query).await, expected);
+}
+
+#[tokio::test]
+async fn concurrent_writers_each_bringing_new_fields_all_land() {
+    let s = setup();
+    let mut tasks = Vec::new();
+    for writer in 0..8 {
+        let platform = s.platform.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut lines = Vec::new();
+            for i in 0..25 {
+                lines.push(json!({"index": {"_id": format!("{writer}-{i}")}}));
+                lines.push(json!({ format!("field_{writer}"): i, "shared": writer }));
+            }
+            platform.send_ndjson("POST", "/busy/json", &lines).await
+        }));
+    }
+    for task in tasks {
+        let answer = task.await.unwrap();
+        assert_eq!(answer.status, 200, "{answer:?}");
+        assert_eq!(answer.body["errors"], false, "{answer:?}");
+    }
+    let rows = sql(
+        &s.data,
+        "SELECT COUNT(*) AS n, COUNT(field_0) AS a, COUNT(field_1) AS b, COUNT(field_2) AS c, COUNT(field_3) AS d, COUNT(field_7) AS h FROM busy",
+    )
+    .await;
+    assert_eq!(
+        rows,
+        [json!({"n": 200, "a": 25, "b": 25, "c": 25, "d": 25, "h": 25})]
+    );
+}
