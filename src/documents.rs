@@ -11,6 +11,7 @@
 pub mod bulk;
 pub mod columns;
 pub mod mapping;
+pub mod source;
 
 use serde_json::{Map, Value};
 
@@ -137,34 +138,7 @@ pub fn timestamp_of(value: &Value) -> Option<i64> {
 /// `2026-11-23`, `2026-11-23T10:15`, `2026-11-23T10:15:30`, with fractions of a second and a
 /// zone (`Z`, `+01:00`) or without (UTC). Unix milliseconds.
 pub fn parse_date(text: &str) -> Option<i64> {
-    use chrono::{DateTime, NaiveDate, NaiveDateTime};
-    let bytes = text.as_bytes();
-    // The cheap test first: most strings are not dates.
-    if bytes.len() < 10
-        || !bytes[..4].iter().all(u8::is_ascii_digit)
-        || bytes[4] != b'-'
-        || bytes[7] != b'-'
-    {
-        return None;
-    }
-    if let Ok(at) = DateTime::parse_from_rfc3339(text) {
-        return Some(at.timestamp_millis());
-    }
-    for format in ["%Y-%m-%dT%H:%M:%S%.f%:z", "%Y-%m-%dT%H:%M%:z"] {
-        if let Ok(at) = DateTime::parse_from_str(text, format) {
-            return Some(at.timestamp_millis());
-        }
-    }
-    let text = text.strip_suffix('Z').unwrap_or(text);
-    for format in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M"] {
-        if let Ok(at) = NaiveDateTime::parse_from_str(text, format) {
-            return Some(at.and_utc().timestamp_millis());
-        }
-    }
-    NaiveDate::parse_from_str(text, "%Y-%m-%d")
-        .ok()
-        .and_then(|day| day.and_hms_opt(0, 0, 0))
-        .map(|at| at.and_utc().timestamp_millis())
+    strata_projections::table::dsl::parse_date_millis(text)
 }
 
 /// Adds `object`'s fields to `out` under `prefix`, objects flattened with dots, nulls left out.

@@ -161,6 +161,8 @@ async fn index_replaces_a_record_and_delete_removes_it() {
     .await;
     assert_eq!(answer.body["errors"], false, "{answer:?}");
 
+    let events = "strata_log_appended_events_total";
+    let before = s.data.counter(events).await;
     let answer = write(vec![
         json!({"index": {"_id": "ann"}}),
         json!({"name": "Ann", "visits": 2}),
@@ -189,6 +191,8 @@ async fn index_replaces_a_record_and_delete_removes_it() {
             item("create", "created", 201),
         ]
     );
+    // Replacements, deletes and creates of one dataset are one event (ADR 2).
+    assert_eq!(s.data.counter(events).await, before + 1.0);
     let rows = sql(&s.data, "SELECT _id, visits FROM people ORDER BY _id").await;
     assert_eq!(
         rows,
@@ -205,6 +209,8 @@ async fn index_replaces_a_record_and_delete_removes_it() {
 #[tokio::test]
 async fn a_body_that_is_not_bulk_ndjson_is_refused_whole() {
     let s = setup();
+    let events = "strata_log_appended_events_total";
+    let before = s.data.counter(events).await;
     let refused = |answer: common::Answer, needle: &str| {
         assert_eq!(answer.status, 400, "{answer:?}");
         assert_eq!(answer.body["status"], "error", "{answer:?}");
@@ -261,6 +267,7 @@ async fn a_body_that_is_not_bulk_ndjson_is_refused_whole() {
         "unrecognized parameter: [colour]",
     );
     // Nothing was written: not even the dataset.
+    assert_eq!(s.data.counter(events).await, before);
     let listed = s.platform.send("GET", "/metadata", None).await;
     assert_eq!(listed.body, json!([]), "{listed:?}");
     // A name the platform refuses fails the item.

@@ -116,13 +116,18 @@ pub fn body_json(body: Option<&Body>) -> Result<Value> {
         }),
         Some(Body::RowsAppended(b)) => {
             let ids = (b.first_row_id..b.first_row_id + b.row_count).collect::<Vec<_>>();
-            json!({
+            let mut body = json!({
                 "table_id": b.table_id,
                 "first_row_id": b.first_row_id,
                 "row_count": b.row_count,
                 "vector_count": b.vector_count,
                 "rows": rows_json(&b.arrow_ipc, &ids)?,
-            })
+            });
+            if !b.tombstoned_row_ids.is_empty() {
+                body["tombstoned_row_ids"] = json!(b.tombstoned_row_ids);
+                body["tombstoned_vector_count"] = json!(b.tombstoned_vector_count);
+            }
+            body
         }
         Some(Body::RowsDeleted(b)) => json!({
             "table_id": b.table_id,
@@ -247,6 +252,7 @@ mod tests {
                 row_count: 2,
                 arrow_ipc: encode_ipc(&batch).unwrap().into(),
                 vector_count: 0,
+                ..Default::default()
             })),
             ..Default::default()
         };

@@ -86,8 +86,8 @@ impl TablePlan {
         for body in &self.rows {
             match body {
                 Body::RowsAppended(b) => {
-                    rows += i128::from(b.row_count);
-                    vectors += i128::from(b.vector_count);
+                    rows += i128::from(b.row_count) - b.tombstoned_row_ids.len() as i128;
+                    vectors += i128::from(b.vector_count) - i128::from(b.tombstoned_vector_count);
                 }
                 Body::RowsDeleted(b) => {
                     rows -= b.row_ids.len() as i128;

@@ -226,10 +226,13 @@ async fn first_offset_touching(
                 continue;
             }
             let touches = match &event.body {
-                Some(Body::RowsAppended(b)) if b.table_id == table_id => wanted
-                    .range(b.first_row_id..b.first_row_id + b.row_count)
-                    .next()
-                    .is_some(),
+                Some(Body::RowsAppended(b)) if b.table_id == table_id => {
+                    wanted
+                        .range(b.first_row_id..b.first_row_id + b.row_count)
+                        .next()
+                        .is_some()
+                        || b.tombstoned_row_ids.iter().any(|id| wanted.contains(id))
+                }
                 Some(Body::RowsDeleted(b)) if b.table_id == table_id => {
                     b.row_ids.iter().any(|id| wanted.contains(id))
                 }

@@ -256,6 +256,12 @@ fn describe(event: &Envelope) -> Change {
                     b.first_row_id + b.row_count - 1
                 ));
             }
+            if !b.tombstoned_row_ids.is_empty() {
+                text.push_str(&format!(
+                    ", replacing or deleting {}",
+                    plural(b.tombstoned_row_ids.len() as u64, "row")
+                ));
+            }
             text
         }
         Some(Body::RowsDeleted(b)) => format!(

@@ -9,9 +9,9 @@
 //! 2. under the permit, each operation's `_id` is resolved in request order against the live
 //!    records (through the exact-match index on `_id`) and the operations before it: create of
 //!    a present id is a 409 item, index of one replaces it, delete of an absent one is a 404;
-//! 3. the records replaced or deleted are tombstoned by one `RowsDeleted`, then the records to
-//!    add are appended by one `RowsAppended`. A replacement is thus a delete and an append, in
-//!    that order: were the second event lost, the client, which got no answer, sends it again.
+//! 3. one event (ADR 2): a `RowsAppended` of the records to add that also tombstones the
+//!    records replaced or deleted (`tombstoned_row_ids`), or a `RowsDeleted` when the request
+//!    adds nothing. A replaced record gets a new row id.
 //!
 //! Nothing a request refuses as a whole is written; an item that fails is left out alone.
 
@@ -323,8 +323,9 @@ impl Engine {
         )))
     }
 
-    /// Writes what `resolved` comes to: one `RowsDeleted` for the records replaced or deleted,
-    /// then one `RowsAppended` for the records of `batch` kept.
+    /// Writes what `resolved` comes to, as one event (ADR 2): a `RowsAppended` of the records
+    /// of `batch` kept that also tombstones the records replaced or deleted; a `RowsDeleted`
+    /// when nothing is added.
     async fn commit(
         &self,
         permit: &mut Permit<'_, Arc<TableSnapshot>>,
@@ -334,17 +335,10 @@ impl Engine {
         resolved: &Resolved,
         origin: &Origin,
     ) -> Result<()> {
-        let mut after = None;
-        if !resolved.tombstones.is_empty() {
-            let body = Body::RowsDeleted(RowsDeleted {
-                table_id: def.id.clone(),
-                row_ids: resolved.tombstones.iter().collect(),
-                vector_count: vectors_among(&permit.snapshot(), &resolved.tombstones),
-            });
-            after = Some(permit.write(body, origin).await?);
-        }
+        let tombstoned: Vec<u64> = resolved.tombstones.iter().collect();
+        let tombstoned_vectors = vectors_among(&permit.snapshot(), &resolved.tombstones);
         let kept = resolved.keep.iter().filter(|k| **k).count();
-        if kept > 0 {
+        let body = if kept > 0 {
             let batch = match kept == batch.num_rows() {
                 true => batch,
                 false => {
@@ -353,7 +347,7 @@ impl Engine {
                         .map_err(|e| Error::Internal(e.to_string()))?
                 }
             };
-            let body = Body::RowsAppended(RowsAppended {
+            Body::RowsAppended(RowsAppended {
                 table_id: def.id.clone(),
                 first_row_id: permit.snapshot().next_row_id,
                 row_count: kept as u64,
@@ -362,12 +356,20 @@ impl Engine {
                     &batch,
                     def.vector_column.as_deref(),
                 ),
-            });
-            after = Some(permit.write(body, origin).await?);
-        }
-        if let Some(after) = after {
-            self.record_usage(&runtime.account, &runtime.id, &def.id, Counts::of(&after));
-        }
+                tombstoned_row_ids: tombstoned,
+                tombstoned_vector_count: tombstoned_vectors,
+            })
+        } else if !tombstoned.is_empty() {
+            Body::RowsDeleted(RowsDeleted {
+                table_id: def.id.clone(),
+                row_ids: tombstoned,
+                vector_count: tombstoned_vectors,
+            })
+        } else {
+            return Ok(());
+        };
+        let after = permit.write(body, origin).await?;
+        self.record_usage(&runtime.account, &runtime.id, &def.id, Counts::of(&after));
         Ok(())
     }
 }

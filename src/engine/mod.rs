@@ -21,6 +21,7 @@ mod ingest;
 mod leader;
 mod placement;
 mod purge;
+mod query_dsl;
 mod quota;
 mod recovery;
 mod registry;

@@ -292,6 +292,7 @@ impl Engine {
             row_count: count,
             arrow_ipc: rows::encode_ipc(&batch)?.into(),
             vector_count: vectors,
+            ..Default::default()
         });
         let after = permit.write(body, origin).await?;
         self.record_usage(&database.account, &database.id, &def.id, Counts::of(&after));

@@ -1,5 +1,6 @@
-//! Record ingestion on the platform API: POST /{dataset}/json, and the same NDJSON bulk body at
-//! POST|PUT /_bulk and /{dataset}/_bulk, where Elasticsearch clients send it.
+//! Records on the platform API: ingestion (POST /{dataset}/json, and the same NDJSON bulk body at
+//! POST|PUT /_bulk and /{dataset}/_bulk, where Elasticsearch clients send it), and Query DSL
+//! searches and counts (/{dataset}/_search, /{dataset}/querydsl, /{dataset}/_count).
 
 use std::time::Instant;
 
@@ -184,4 +185,63 @@ fn item_json(item: &BulkItem) -> Value {
         }
     }
     json!({ item.action.as_str(): body })
+}
+
+/// A JSON request body; an empty one is `null`.
+fn json_body(body: &Bytes) -> Result<Value, Error> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Value::Null);
+    }
+    serde_json::from_slice(body).map_err(|error| {
+        Error::BadRequest(format!("[parsing_exception] the body is not JSON: {error}"))
+    })
+}
+
+/// The dataset of the path and the JSON body of a search or count, or the error of `operation`.
+fn dataset_request(
+    operation: &'static str,
+    name: Result<PathName, Error>,
+    body: &Bytes,
+) -> Result<(String, Value), PlatformError> {
+    let failed = |error| PlatformError { operation, error };
+    let PathName(name) = name.map_err(failed)?;
+    Ok((name, json_body(body).map_err(failed)?))
+}
+
+/// GET|POST /{dataset}/_search and GET /{dataset}/querydsl: a Query DSL search.
+pub async fn search(
+    State(state): State<AppState>,
+    Extension(principal): Extension<PlatformPrincipal>,
+    name: Result<PathName, Error>,
+    body: Bytes,
+) -> Result<Response, PlatformError> {
+    let operation = "search";
+    let (name, body) = dataset_request(operation, name, &body)?;
+    let answer = state
+        .engine
+        .search_dataset(&principal, &name, &body)
+        .await
+        .map_err(|error| PlatformError { operation, error })?;
+    Ok(Json(answer).into_response())
+}
+
+/// GET|POST /{dataset}/_count: how many records the query matches.
+pub async fn count(
+    State(state): State<AppState>,
+    Extension(principal): Extension<PlatformPrincipal>,
+    name: Result<PathName, Error>,
+    body: Bytes,
+) -> Result<Response, PlatformError> {
+    let operation = "count";
+    let (name, body) = dataset_request(operation, name, &body)?;
+    let count = state
+        .engine
+        .count_dataset(&principal, &name, &body)
+        .await
+        .map_err(|error| PlatformError { operation, error })?;
+    Ok(Json(json!({
+        "count": count,
+        "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
+    }))
+    .into_response())
 }

@@ -51,6 +51,15 @@ pub fn routes(state: AppState) -> Router {
         )
         .route("/_bulk", post(documents::bulk).put(documents::bulk))
         .route("/_mapping", get(mappings))
+        .route(
+            "/{name}/_search",
+            get(documents::search).post(documents::search),
+        )
+        .route("/{name}/querydsl", get(documents::search))
+        .route(
+            "/{name}/_count",
+            get(documents::count).post(documents::count),
+        )
         .route("/{name}/_mapping", get(mappings))
         .route("/_cat/indices", get(cat_indices))
         .route("/_cat/indices/{pattern}", get(cat_indices))

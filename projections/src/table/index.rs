@@ -15,6 +15,7 @@ use std::{
 use arrow::array::RecordBatch;
 
 use super::{
+    docs::{DocsIndex, DocsSchema},
     text::{SegmentText, TextSchema, build_segment_index, index_error},
     vector::{SegmentVectors, VectorOptions},
 };
@@ -29,6 +30,8 @@ pub struct IndexSpec {
     pub dir: PathBuf,
     pub text: Option<TextSchema>,
     pub vector: Option<VectorSpec>,
+    /// A dataset's document index (the Query DSL's).
+    pub docs: Option<DocsSchema>,
     pub options: VectorOptions,
 }
 
@@ -41,6 +44,7 @@ pub struct VectorSpec {
 
 const TEXT_DIR: &str = "text";
 const VECTOR_DIR: &str = "vectors";
+const DOCS_DIR: &str = "docs";
 
 impl IndexSpec {
     /// `None` when the table indexes nothing.
@@ -53,13 +57,15 @@ impl IndexSpec {
                 metric: table.vector_metric.unwrap_or(VectorMetric::Cosine),
             })
         });
-        if text.is_none() && vector.is_none() {
+        let docs = table.dataset.then(DocsSchema::new);
+        if text.is_none() && vector.is_none() && docs.is_none() {
             return None;
         }
         Some(IndexSpec {
             dir,
             text,
             vector,
+            docs,
             options,
         })
     }
@@ -78,6 +84,9 @@ impl IndexSpec {
         std::fs::create_dir_all(&building).map_err(index_error)?;
         if let Some(text) = &self.text {
             build_segment_index(&building.join(TEXT_DIR), text, rows)?;
+        }
+        if let Some(docs) = &self.docs {
+            docs.build_in_dir(&building.join(DOCS_DIR), rows)?;
         }
         let vectors = match &self.vector {
             Some(v) => Some(SegmentVectors::build(
@@ -98,7 +107,11 @@ impl IndexSpec {
             Some(_) => Some(SegmentText::open(&dir.join(TEXT_DIR))?),
             None => None,
         };
-        Ok(SegmentIndex::new(dir, text, vectors))
+        let docs = match &self.docs {
+            Some(_) => Some(DocsIndex::open(&dir.join(DOCS_DIR))?),
+            None => None,
+        };
+        Ok(SegmentIndex::new(dir, text, vectors, docs))
     }
 
     /// Opens the indexes of segment `seq`; `None` when they are not there (to be rebuilt).
@@ -120,10 +133,14 @@ impl IndexSpec {
                 )?),
                 None => None,
             };
-            Ok::<_, crate::error::Error>((text, vectors))
+            let docs = match &self.docs {
+                Some(_) => Some(DocsIndex::open(&dir.join(DOCS_DIR))?),
+                None => None,
+            };
+            Ok::<_, crate::error::Error>((text, vectors, docs))
         })();
         match opened {
-            Ok((text, vectors)) => Ok(Some(SegmentIndex::new(dir, text, vectors))),
+            Ok((text, vectors, docs)) => Ok(Some(SegmentIndex::new(dir, text, vectors, docs))),
             Err(error) => {
                 tracing::warn!(dir = %dir.display(), %error, "unreadable segment index; rebuilding it");
                 Ok(None)
@@ -169,6 +186,7 @@ pub struct SegmentIndex {
     dir: PathBuf,
     pub text: Option<SegmentText>,
     pub vectors: Option<SegmentVectors>,
+    pub docs: Option<DocsIndex>,
     retired: AtomicBool,
 }
 
@@ -178,6 +196,7 @@ impl std::fmt::Debug for SegmentIndex {
             .field("dir", &self.dir)
             .field("text", &self.text)
             .field("vectors", &self.vectors)
+            .field("docs", &self.docs)
             .finish()
     }
 }
@@ -187,11 +206,13 @@ impl SegmentIndex {
         dir: PathBuf,
         text: Option<SegmentText>,
         vectors: Option<SegmentVectors>,
+        docs: Option<DocsIndex>,
     ) -> SegmentIndex {
         SegmentIndex {
             dir,
             text,
             vectors,
+            docs,
             retired: AtomicBool::new(false),
         }
     }

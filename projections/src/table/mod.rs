@@ -18,6 +18,8 @@
 //! Readers get an immutable [`TableSnapshot`]; [`TableScan`] exposes one to DataFusion.
 
 pub mod digest;
+pub mod docs;
+pub mod dsl;
 mod index;
 mod maintenance;
 mod manifest;
@@ -98,6 +100,8 @@ pub struct MemBatch {
     pub vectors: Arc<RoaringTreemap>,
     /// The batch's searchable tail of the full-text and exact-match indexes.
     pub text: Option<Arc<text::TextTail>>,
+    /// The batch's document index (a dataset's), built when a query first needs it.
+    pub docs: Arc<Mutex<Option<docs::DocsIndex>>>,
 }
 
 impl MemBatch {
@@ -126,7 +130,20 @@ impl MemBatch {
             deleted: Arc::new(RoaringTreemap::new()),
             vectors: Arc::new(vectors),
             text,
+            docs: Arc::default(),
         })
+    }
+
+    /// The batch's document index, built on first use; `None` when the table has none.
+    pub fn docs_index(&self, spec: Option<&IndexSpec>) -> Result<Option<docs::DocsIndex>> {
+        let Some(schema) = spec.and_then(|s| s.docs.as_ref()) else {
+            return Ok(None);
+        };
+        let mut built = self.docs.lock();
+        if built.is_none() {
+            *built = Some(schema.build_in_ram(&self.batch)?);
+        }
+        Ok(built.clone())
     }
 
     /// The batch without its deleted rows.
@@ -351,6 +368,12 @@ impl Projection for TableProjection {
         for event in events {
             match &event.body {
                 Some(Body::RowsAppended(appended)) if appended.table_id == shared.table.id => {
+                    if !appended.tombstoned_row_ids.is_empty() {
+                        tombstone(
+                            &mut state,
+                            appended.tombstoned_row_ids.iter().copied().collect(),
+                        );
+                    }
                     let ids = appended.first_row_id..appended.first_row_id + appended.row_count;
                     shared.append(&mut state, &appended.arrow_ipc, ids.collect())?;
                 }
@@ -533,6 +556,7 @@ fn merge_memtable(state: &mut State) -> Result<()> {
         deleted: Arc::new(RoaringTreemap::new()),
         vectors: Arc::new(vectors),
         text,
+        docs: Arc::default(),
     });
     Ok(())
 }

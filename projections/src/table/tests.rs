@@ -253,6 +253,7 @@ async fn run(ops: Vec<Op>, options: TableOptions) {
                         row_count: rows.len() as u64,
                         arrow_ipc: ipc.into(),
                         vector_count: rows.iter().filter(|r| r.2).count() as u64,
+                        ..Default::default()
                     }))
                     .await;
                 for row in rows {
@@ -346,6 +347,7 @@ async fn a_restart_replays_only_what_follows_the_manifest() {
                 row_count: 1,
                 arrow_ipc: ipc.into(),
                 vector_count: 1,
+                ..Default::default()
             }))
             .await;
     }
@@ -376,6 +378,7 @@ async fn events_of_another_incarnation_are_ignored() {
             row_count: 1,
             arrow_ipc: ipc.into(),
             vector_count: 0,
+            ..Default::default()
         }))
         .await;
     assert!(harness.query().await.is_empty());
@@ -400,6 +403,7 @@ async fn rows_written_before_the_columns_grew_read_in_the_new_schema() {
             row_count: rows.len() as u64,
             arrow_ipc: ipc.into(),
             vector_count: 0,
+            ..Default::default()
         })
     };
     harness
@@ -441,6 +445,7 @@ async fn rows_written_before_the_columns_grew_read_in_the_new_schema() {
             row_count: 1,
             arrow_ipc: rows::encode_ipc(&new_row).unwrap().into(),
             vector_count: 0,
+            ..Default::default()
         }))
         .await;
 
@@ -494,6 +499,7 @@ async fn rows_with_a_column_the_definition_lacks_stop_the_projection_rather_than
         row_count: 1,
         arrow_ipc: rows::encode_ipc(&batch).unwrap().into(),
         vector_count: 0,
+        ..Default::default()
     });
     let range = harness
         .log

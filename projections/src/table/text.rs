@@ -210,23 +210,30 @@ impl std::fmt::Debug for SegmentText {
 impl SegmentText {
     pub(crate) fn open(dir: &Path) -> Result<SegmentText> {
         let index = Index::open_in_dir(dir).map_err(index_error)?;
-        let reader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::Manual)
-            .try_into()
-            .map_err(index_error)?;
-        let searcher = reader.searcher();
-        let row_ids = searcher
-            .segment_readers()
-            .iter()
-            .map(|r| r.fast_fields().u64(ROW_ID_FIELD).map_err(index_error))
-            .collect::<Result<_>>()?;
+        let (reader, searcher, row_ids) = open_reader(&index)?;
         Ok(SegmentText {
             reader,
             searcher,
             row_ids,
         })
     }
+}
+
+/// A reader of an immutable index, its searcher, and the row-id column (`_row_id`, fast) of each
+/// of its tantivy segments, in the searcher's order.
+pub(crate) fn open_reader(index: &Index) -> Result<(IndexReader, Searcher, Vec<Column<u64>>)> {
+    let reader = index
+        .reader_builder()
+        .reload_policy(ReloadPolicy::Manual)
+        .try_into()
+        .map_err(index_error)?;
+    let searcher = reader.searcher();
+    let row_ids = searcher
+        .segment_readers()
+        .iter()
+        .map(|r| r.fast_fields().u64(ROW_ID_FIELD).map_err(index_error))
+        .collect::<Result<_>>()?;
+    Ok((reader, searcher, row_ids))
 }
 
 /// A memtable batch's searchable tail: an inverted index of its full-text columns and a map of

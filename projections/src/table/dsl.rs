@@ -1,0 +1,818 @@
+//! The Query DSL's queries, compiled into tantivy queries over a dataset's document index
+//! ([`super::docs`]). One compiled query serves every index of the dataset: they share a schema.
+//!
+//! A field is searched as text (`match`, `match_phrase`, `query_string`: the `text` field) or as
+//! a keyword or typed value (`term`, `terms`, `range`, `prefix`, `wildcard`, `exists`: the `kw`
+//! field); `<name>.keyword` is `<name>` as a keyword. A value may sit under another type than the
+//! query's (a column that changed type keeps its older values in their old type), so a term
+//! looks for the value as text and, when it reads as one, as a number, boolean or date.
+
+use std::ops::Bound;
+
+use serde_json::{Map, Value};
+use tantivy::{
+    DateTime, Term,
+    query::{
+        AllQuery, BooleanQuery, BoostQuery, ConstScoreQuery, EmptyQuery, ExistsQuery, Occur,
+        PhraseQuery, Query, QueryParser, RangeQuery, RegexQuery, TermQuery,
+    },
+    query_grammar::{UserInputAst, UserInputLeaf},
+    schema::IndexRecordOption,
+    tokenizer::TokenizerManager,
+};
+
+use super::docs::{ALL_FIELD, DocsSchema, KEYWORD_FIELD, TEXT_FIELD};
+
+/// A query the DSL refuses: Elasticsearch's error type and reason.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct DslError {
+    pub kind: &'static str,
+    pub reason: String,
+}
+
+fn parsing(reason: impl Into<String>) -> DslError {
+    DslError {
+        kind: "parsing_exception",
+        reason: reason.into(),
+    }
+}
+
+/// A compiled query, ready to run over any of a dataset's document indexes.
+pub type DslQuery = Box<dyn Query>;
+
+type Compiled = Result<DslQuery, DslError>;
+
+/// Compiles the Query DSL `query` (the value of a search body's `query`); `now` (Unix
+/// milliseconds) anchors relative times such as `now-1h`.
+pub fn compile(schema: &DocsSchema, query: &Value, now: i64) -> Compiled {
+    Compiler { schema, now }.query(query)
+}
+
+struct Compiler<'a> {
+    schema: &'a DocsSchema,
+    now: i64,
+}
+
+/// The one key of a query object and its value.
+fn single<'v>(
+    object: &'v Map<String, Value>,
+    what: &str,
+) -> Result<(&'v str, &'v Value), DslError> {
+    let mut entries = object.iter();
+    match (entries.next(), entries.next()) {
+        (Some((key, value)), None) => Ok((key.as_str(), value)),
+        _ => Err(parsing(format!(
+            "[{what}] query must hold exactly one field, not {}",
+            object.len()
+        ))),
+    }
+}
+
+/// A field's name in a keyword query: `status.keyword` is `status`.
+fn keyword_path(field: &str) -> &str {
+    field.strip_suffix(".keyword").unwrap_or(field)
+}
+
+impl Compiler<'_> {
+    fn query(&self, query: &Value) -> Compiled {
+        let Value::Object(object) = query else {
+            return Err(parsing(format!(
+                "a query must be a JSON object, not {query}"
+            )));
+        };
+        let (kind, body) = single(object, "query")?;
+        let compiled = match kind {
+            "match_all" => Ok(Box::new(AllQuery) as Box<dyn Query>),
+            "match_none" => Ok(Box::new(EmptyQuery) as Box<dyn Query>),
+            "term" => self.field_query(kind, body, "value", |c, field, value, _| {
+                Ok(c.term(field, value))
+            }),
+            "terms" => self.terms(body),
+            "range" => self.range(body),
+            "exists" => self.exists(body),
+            "prefix" => self.field_query(kind, body, "value", |c, field, value, _| {
+                c.pattern(field, value, false)
+            }),
+            "wildcard" => self.field_query(kind, body, "value", |c, field, value, _| {
+                c.pattern(field, value, true)
+            }),
+            "match" => self.field_query(kind, body, "query", |c, field, value, options| {
+                c.matching(field, value, options)
+            }),
+            "match_phrase" => self.field_query(kind, body, "query", |c, field, value, options| {
+                c.phrase(field, value, options)
+            }),
+            "query_string" => self.query_string(body),
+            "bool" => self.boolean(body),
+            other => Err(DslError {
+                kind: "parsing_exception",
+                reason: format!("unknown query [{other}]"),
+            }),
+        }?;
+        Ok(boosted(compiled, body))
+    }
+
+    /// `{field: value}` or `{field: {<value_key>: value, ...options}}`.
+    fn field_query(
+        &self,
+        kind: &str,
+        body: &Value,
+        value_key: &str,
+        build: impl Fn(&Self, &str, &Value, &Map<String, Value>) -> Compiled,
+    ) -> Compiled {
+        let Value::Object(object) = body else {
+            return Err(parsing(format!("[{kind}] query must be an object")));
+        };
+        let (field, spec) = single(object, kind)?;
+        let empty = Map::new();
+        match spec {
+            Value::Object(options) => {
+                let value = options.get(value_key).ok_or_else(|| {
+                    parsing(format!("[{kind}] query on [{field}] has no [{value_key}]"))
+                })?;
+                build(self, field, value, options)
+            }
+            value => build(self, field, value, &empty),
+        }
+    }
+
+    fn keyword_term(&self, path: &str) -> Term {
+        Term::from_field_json_path(self.schema.keyword, path, true)
+    }
+
+    fn text_term(&self, path: &str) -> Term {
+        Term::from_field_json_path(self.schema.text, path, true)
+    }
+
+    /// Matches `value` exactly: as a keyword, and as the number, boolean or date it reads as.
+    fn term(&self, field: &str, value: &Value) -> Box<dyn Query> {
+        let path = keyword_path(field);
+        let mut alternatives: Vec<Box<dyn Query>> = Vec::new();
+        let mut add = |term: Term| {
+            alternatives.push(Box::new(TermQuery::new(term, IndexRecordOption::Basic)));
+        };
+        let text = match value {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let mut keyword = self.keyword_term(path);
+        keyword.append_type_and_str(&text);
+        add(keyword);
+        if let Ok(n) = text.parse::<i64>() {
+            let mut term = self.keyword_term(path);
+            term.append_type_and_fast_value(n);
+            add(term);
+        } else if let Ok(f) = text.parse::<f64>()
+            && f.is_finite()
+        {
+            let mut term = self.keyword_term(path);
+            term.append_type_and_fast_value(f);
+            add(term);
+        }
+        if let Ok(b) = text.parse::<bool>() {
+            let mut term = self.keyword_term(path);
+            term.append_type_and_fast_value(b);
+            add(term);
+        }
+        if let Some(ms) = parse_date_millis(&text) {
+            alternatives.push(self.date_range(path, Bound::Included(ms), Bound::Included(ms)));
+        }
+        constant(any_of(alternatives))
+    }
+
+    fn terms(&self, body: &Value) -> Compiled {
+        let Value::Object(object) = body else {
+            return Err(parsing("[terms] query must be an object"));
+        };
+        let fields: Vec<(&String, &Value)> = object.iter().filter(|(k, _)| *k != "boost").collect();
+        let [(field, values)] = fields.as_slice() else {
+            return Err(parsing("[terms] query must hold exactly one field"));
+        };
+        let Value::Array(values) = values else {
+            return Err(parsing(format!(
+                "[terms] query on [{field}] needs an array of values"
+            )));
+        };
+        Ok(constant(any_of(
+            values.iter().map(|v| self.term(field, v)).collect(),
+        )))
+    }
+
+    fn exists(&self, body: &Value) -> Compiled {
+        let field = body
+            .get("field")
+            .and_then(Value::as_str)
+            .ok_or_else(|| parsing("[exists] query needs a [field]"))?;
+        let path = format!("{KEYWORD_FIELD}.{}", keyword_path(field));
+        Ok(Box::new(ConstScoreQuery::new(
+            Box::new(ExistsQuery::new(path, true)),
+            1.0,
+        )))
+    }
+
+    /// A prefix (`wildcard` false) or a wildcard pattern (`*`, `?`) on a keyword.
+    fn pattern(&self, field: &str, value: &Value, wildcard: bool) -> Compiled {
+        let Some(text) = value.as_str() else {
+            return Err(parsing(format!(
+                "the pattern of [{field}] must be a string, not {value}"
+            )));
+        };
+        let mut regex = String::new();
+        for c in text.chars() {
+            match c {
+                '*' if wildcard => regex.push_str(".*"),
+                '?' if wildcard => regex.push('.'),
+                c => regex.push_str(&regex_syntax_escape(c)),
+            }
+        }
+        if !wildcard {
+            regex.push_str(".*");
+        }
+        // Terms of a JSON field are its path (segments joined by \x01), \x00, the type, the value.
+        let path = keyword_path(field).replace('.', "\u{1}");
+        let pattern = format!("{}\u{0}s{regex}", regex_syntax_escape_str(&path));
+        let query = RegexQuery::from_pattern(&pattern, self.schema.keyword)
+            .map_err(|e| parsing(format!("invalid pattern [{text}]: {e}")))?;
+        Ok(constant(Box::new(query)))
+    }
+
+    /// `match`: the query's terms, any (or all, with `operator: and`) of them.
+    fn matching(&self, field: &str, value: &Value, options: &Map<String, Value>) -> Compiled {
+        let text = scalar_text(field, value)?;
+        let tokens = analyze(&text);
+        let path = keyword_path(field);
+        let mut clauses: Vec<Box<dyn Query>> = tokens
+            .iter()
+            .map(|token| {
+                let mut term = self.text_term(path);
+                term.append_type_and_str(token);
+                Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)) as Box<dyn Query>
+            })
+            .collect();
+        // A number (or boolean, or date) field matches its value too.
+        if !matches!(value, Value::String(_)) || tokens.len() <= 1 {
+            let exact = self.term(field, value);
+            if clauses.is_empty() {
+                return Ok(exact);
+            }
+            if tokens.len() == 1 {
+                clauses = vec![any_of(vec![clauses.remove(0), exact])];
+            }
+        }
+        if clauses.is_empty() {
+            return Ok(Box::new(EmptyQuery));
+        }
+        let and = options
+            .get("operator")
+            .and_then(Value::as_str)
+            .is_some_and(|o| o.eq_ignore_ascii_case("and"));
+        let occur = if and { Occur::Must } else { Occur::Should };
+        let count = clauses.len();
+        let mut query = BooleanQuery::new(clauses.into_iter().map(|q| (occur, q)).collect());
+        if !and && let Some(minimum) = options.get("minimum_should_match") {
+            query.set_minimum_number_should_match(minimum_should_match(minimum, count)?);
+        }
+        Ok(Box::new(query))
+    }
+
+    fn phrase(&self, field: &str, value: &Value, options: &Map<String, Value>) -> Compiled {
+        let text = scalar_text(field, value)?;
+        let tokens = analyze(&text);
+        let path = keyword_path(field);
+        let terms: Vec<(usize, Term)> = tokens
+            .iter()
+            .enumerate()
+            .map(|(i, token)| {
+                let mut term = self.text_term(path);
+                term.append_type_and_str(token);
+                (i, term)
+            })
+            .collect();
+        match terms.len() {
+            0 => Ok(Box::new(EmptyQuery)),
+            1 => Ok(Box::new(TermQuery::new(
+                terms[0].1.clone(),
+                IndexRecordOption::WithFreqs,
+            ))),
+            _ => {
+                let slop = options.get("slop").and_then(Value::as_u64).unwrap_or(0) as u32;
+                Ok(Box::new(PhraseQuery::new_with_offset_and_slop(terms, slop)))
+            }
+        }
+    }
+
+    fn date_range(&self, path: &str, lower: Bound<i64>, upper: Bound<i64>) -> Box<dyn Query> {
+        let bound = |b: Bound<i64>| {
+            b.map(|ms| {
+                let mut term = self.keyword_term(path);
+                term.append_type_and_fast_value(DateTime::from_timestamp_millis(ms));
+                term
+            })
+        };
+        Box::new(RangeQuery::new(bound(lower), bound(upper)))
+    }
+
+    fn range(&self, body: &Value) -> Compiled {
+        let Value::Object(object) = body else {
+            return Err(parsing("[range] query must be an object"));
+        };
+        let (field, spec) = single(object, "range")?;
+        let Value::Object(spec) = spec else {
+            return Err(parsing(format!(
+                "[range] query on [{field}] must be an object"
+            )));
+        };
+        let path = keyword_path(field);
+        let mut lower = (Bound::Unbounded, None::<&Value>);
+        let mut upper = (Bound::Unbounded, None::<&Value>);
+        for (key, value) in spec {
+            match key.as_str() {
+                "gte" | "from" => lower = (Bound::Included(()), Some(value)),
+                "gt" => lower = (Bound::Excluded(()), Some(value)),
+                "lte" | "to" => upper = (Bound::Included(()), Some(value)),
+                "lt" => upper = (Bound::Excluded(()), Some(value)),
+                "format" | "time_zone" | "boost" | "relation" | "_name" => {}
+                other => {
+                    return Err(parsing(format!("[range] query does not support [{other}]")));
+                }
+            }
+        }
+        let bounds = [lower, upper].map(|(bound, value)| match value {
+            Some(Value::Null) | None => Bound::Unbounded,
+            Some(value) => bound.map(|()| value.clone()),
+        });
+        let [lower, upper] = bounds;
+        let rounding_up = |b: &Bound<Value>| matches!(b, Bound::Included(_));
+        let mut alternatives: Vec<Box<dyn Query>> = Vec::new();
+        // As numbers.
+        let number = |v: &Value| match v {
+            Value::Number(n) => n.as_f64(),
+            Value::String(s) => s.trim().parse::<f64>().ok(),
+            _ => None,
+        };
+        if let (Some(lo), Some(hi)) = (convert(&lower, number), convert(&upper, number)) {
+            let bound = |b: Bound<f64>| {
+                b.map(|f| {
+                    let mut term = self.keyword_term(path);
+                    term.append_type_and_fast_value(f);
+                    term
+                })
+            };
+            alternatives.push(Box::new(RangeQuery::new(bound(lo), bound(hi))));
+        }
+        // As dates (milliseconds, date strings, date math).
+        let now = self.now;
+        let lower_date = convert(&lower, |v| date_bound(v, now, false));
+        let upper_date = convert(&upper, |v| date_bound(v, now, rounding_up(&upper)));
+        if let (Some(lo), Some(hi)) = (lower_date, upper_date) {
+            alternatives.push(self.date_range(path, lo, hi));
+        }
+        // As keywords.
+        let keyword = |v: &Value| v.as_str().map(str::to_owned);
+        if let (Some(lo), Some(hi)) = (convert(&lower, keyword), convert(&upper, keyword)) {
+            let bound = |b: Bound<String>| {
+                b.map(|s| {
+                    let mut term = self.keyword_term(path);
+                    term.append_type_and_str(&s);
+                    term
+                })
+            };
+            alternatives.push(Box::new(RangeQuery::new(bound(lo), bound(hi))));
+        }
+        if alternatives.is_empty() {
+            return Err(parsing(format!(
+                "[range] query on [{field}]: the bounds are neither numbers, dates nor strings"
+            )));
+        }
+        Ok(constant(any_of(alternatives)))
+    }
+
+    fn boolean(&self, body: &Value) -> Compiled {
+        let Value::Object(object) = body else {
+            return Err(parsing("[bool] query must be an object"));
+        };
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        let mut should = 0;
+        for (key, value) in object {
+            let (occur, scores) = match key.as_str() {
+                "must" => (Occur::Must, true),
+                "filter" => (Occur::Must, false),
+                "should" => (Occur::Should, true),
+                "must_not" => (Occur::MustNot, false),
+                "minimum_should_match" | "boost" | "_name" | "adjust_pure_negative" => continue,
+                other => return Err(parsing(format!("[bool] query does not support [{other}]"))),
+            };
+            let queries: Vec<&Value> = match value {
+                Value::Array(items) => items.iter().collect(),
+                other => vec![other],
+            };
+            for query in queries {
+                let compiled = self.query(query)?;
+                let compiled: Box<dyn Query> = match scores {
+                    true => compiled,
+                    false => Box::new(ConstScoreQuery::new(compiled, 0.0)),
+                };
+                if occur == Occur::Should {
+                    should += 1;
+                }
+                clauses.push((occur, compiled));
+            }
+        }
+        let positive = clauses.iter().any(|(o, _)| *o != Occur::MustNot);
+        if !positive {
+            // Only exclusions: everything else matches.
+            clauses.push((
+                Occur::Must,
+                Box::new(ConstScoreQuery::new(Box::new(AllQuery), 0.0)),
+            ));
+        }
+        let mut query = BooleanQuery::new(clauses);
+        if let Some(minimum) = object.get("minimum_should_match") {
+            query.set_minimum_number_should_match(minimum_should_match(minimum, should)?);
+        }
+        Ok(Box::new(query))
+    }
+
+    fn query_string(&self, body: &Value) -> Compiled {
+        let text = body
+            .get("query")
+            .and_then(Value::as_str)
+            .ok_or_else(|| parsing("[query_string] needs a [query] string"))?;
+        let default_field = body
+            .get("default_field")
+            .and_then(Value::as_str)
+            .filter(|f| *f != "*")
+            .map(str::to_owned);
+        let ast = tantivy::query_grammar::parse_query(text).map_err(|_| DslError {
+            kind: "query_shard_exception",
+            reason: format!("Failed to parse query [{text}]"),
+        })?;
+        let ast = rewrite(ast, default_field.as_deref());
+        let mut parser = QueryParser::new(
+            self.schema.schema.clone(),
+            vec![self.schema.all],
+            TokenizerManager::default(),
+        );
+        if body
+            .get("default_operator")
+            .and_then(Value::as_str)
+            .is_some_and(|o| o.eq_ignore_ascii_case("and"))
+        {
+            parser.set_conjunction_by_default();
+        }
+        parser
+            .build_query_from_user_input_ast(ast)
+            .map_err(|e| DslError {
+                kind: "query_shard_exception",
+                reason: format!("Failed to parse query [{text}]: {e}"),
+            })
+    }
+}
+
+/// Names the fields of a `query_string` as the document index has them: a word without a field
+/// searches every string (`all`), or `default_field`; `field:word` searches `field` as text;
+/// ranges, sets and `_exists_` read keywords and typed values.
+fn rewrite(ast: UserInputAst, default_field: Option<&str>) -> UserInputAst {
+    let text_field = |field: Option<String>| match field.as_deref().or(default_field) {
+        None => Some(ALL_FIELD.to_owned()),
+        Some(name) => match name.strip_suffix(".keyword") {
+            Some(name) => Some(format!("{KEYWORD_FIELD}.{name}")),
+            None => Some(format!("{TEXT_FIELD}.{name}")),
+        },
+    };
+    let keyword_field = |field: Option<String>| {
+        field
+            .as_deref()
+            .or(default_field)
+            .map(|name| format!("{KEYWORD_FIELD}.{}", keyword_path(name)))
+    };
+    match ast {
+        UserInputAst::Clause(clauses) => UserInputAst::Clause(
+            clauses
+                .into_iter()
+                .map(|(occur, ast)| (occur, rewrite(ast, default_field)))
+                .collect(),
+        ),
+        UserInputAst::Boost(inner, boost) => {
+            UserInputAst::Boost(Box::new(rewrite(*inner, default_field)), boost)
+        }
+        UserInputAst::Leaf(leaf) => UserInputAst::Leaf(Box::new(match *leaf {
+            UserInputLeaf::Literal(mut literal) => {
+                literal.field_name = text_field(literal.field_name.take());
+                UserInputLeaf::Literal(literal)
+            }
+            UserInputLeaf::Range {
+                field,
+                lower,
+                upper,
+            } => UserInputLeaf::Range {
+                field: keyword_field(field),
+                lower,
+                upper,
+            },
+            UserInputLeaf::Set { field, elements } => UserInputLeaf::Set {
+                field: keyword_field(field),
+                elements,
+            },
+            UserInputLeaf::Exists { field } => UserInputLeaf::Exists {
+                field: format!("{KEYWORD_FIELD}.{}", keyword_path(&field)),
+            },
+            other => other,
+        })),
+    }
+}
+
+/// The tokens of a query text, as the `text` field's analyzer makes them.
+fn analyze(text: &str) -> Vec<String> {
+    super::text::tokens(&mut super::text::analyzer(), text)
+}
+
+fn scalar_text(field: &str, value: &Value) -> Result<String, DslError> {
+    match value {
+        Value::String(s) => Ok(s.clone()),
+        Value::Number(_) | Value::Bool(_) => Ok(value.to_string()),
+        other => Err(parsing(format!(
+            "the query of [{field}] must be a string, number or boolean, not {other}"
+        ))),
+    }
+}
+
+/// Any of `queries` (a union: scores add up).
+fn any_of(mut queries: Vec<Box<dyn Query>>) -> Box<dyn Query> {
+    match queries.len() {
+        0 => Box::new(EmptyQuery),
+        1 => queries.remove(0),
+        _ => Box::new(BooleanQuery::union(queries)),
+    }
+}
+
+/// A filter-like query (term, range, ...): every match scores 1, as in Elasticsearch.
+fn constant(query: Box<dyn Query>) -> Box<dyn Query> {
+    Box::new(ConstScoreQuery::new(query, 1.0))
+}
+
+/// Applies a query's `boost`, if it has one.
+fn boosted(query: Box<dyn Query>, body: &Value) -> Box<dyn Query> {
+    let boost = body.get("boost").and_then(Value::as_f64).or_else(|| {
+        // {field: {value, boost}} forms.
+        body.as_object()
+            .and_then(|o| o.values().next())
+            .and_then(|v| v.get("boost"))
+            .and_then(Value::as_f64)
+    });
+    match boost {
+        Some(boost) if boost != 1.0 => Box::new(BoostQuery::new(query, boost as f32)),
+        _ => query,
+    }
+}
+
+/// `minimum_should_match`: a count, a negative count (all but), or a percentage, of `of`.
+fn minimum_should_match(value: &Value, of: usize) -> Result<usize, DslError> {
+    let text = match value {
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s.trim().to_owned(),
+        other => return Err(parsing(format!("invalid minimum_should_match {other}"))),
+    };
+    let of = of as i64;
+    let count = match text.strip_suffix('%') {
+        Some(percent) => {
+            let p: i64 = percent
+                .parse()
+                .map_err(|_| parsing(format!("invalid minimum_should_match [{text}]")))?;
+            match p >= 0 {
+                true => of * p / 100,
+                false => of + of * p / 100,
+            }
+        }
+        None => {
+            let n: i64 = text
+                .parse()
+                .map_err(|_| parsing(format!("invalid minimum_should_match [{text}]")))?;
+            if n < 0 { of + n } else { n }
+        }
+    };
+    Ok(count.clamp(0, of) as usize)
+}
+
+/// A bound converted by `f`; `None` when a bound does not convert.
+fn convert<T>(bound: &Bound<Value>, f: impl Fn(&Value) -> Option<T>) -> Option<Bound<T>> {
+    match bound {
+        Bound::Unbounded => Some(Bound::Unbounded),
+        Bound::Included(v) => f(v).map(Bound::Included),
+        Bound::Excluded(v) => f(v).map(Bound::Excluded),
+    }
+}
+
+/// A date bound in Unix milliseconds: a number (milliseconds), a date, or date math
+/// (`now-1h`, `now/d`, `2026-11-23||+1M`). `round_up` rounds `/unit` to the unit's last
+/// millisecond (for an inclusive upper bound, as Elasticsearch does).
+fn date_bound(value: &Value, now: i64, round_up: bool) -> Option<i64> {
+    match value {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => date_math(s.trim(), now, round_up),
+        _ => None,
+    }
+}
+
+/// A date as Elasticsearch's default date detection sees one (`strict_date_optional_time`):
+/// `2026-11-23`, `2026-11-23T10:15`, `2026-11-23T10:15:30`, with fractions of a second and a
+/// zone (`Z`, `+01:00`) or without (UTC). Unix milliseconds. Bulk ingestion detects dates with it
+/// too, so that what is written as a date is queried as one.
+pub fn parse_date_millis(text: &str) -> Option<i64> {
+    use chrono::{DateTime, NaiveDate, NaiveDateTime};
+    let bytes = text.as_bytes();
+    // The cheap test first: most strings are not dates.
+    if bytes.len() < 10
+        || !bytes[..4].iter().all(u8::is_ascii_digit)
+        || bytes[4] != b'-'
+        || bytes[7] != b'-'
+    {
+        return None;
+    }
+    if let Ok(at) = DateTime::parse_from_rfc3339(text) {
+        return Some(at.timestamp_millis());
+    }
+    for format in ["%Y-%m-%dT%H:%M:%S%.f%:z", "%Y-%m-%dT%H:%M%:z"] {
+        if let Ok(at) = DateTime::parse_from_str(text, format) {
+            return Some(at.timestamp_millis());
+        }
+    }
+    let naive = text.strip_suffix('Z').unwrap_or(text);
+    for format in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M"] {
+        if let Ok(at) = NaiveDateTime::parse_from_str(naive, format) {
+            return Some(at.and_utc().timestamp_millis());
+        }
+    }
+    NaiveDate::parse_from_str(naive, "%Y-%m-%d")
+        .ok()
+        .and_then(|day| day.and_hms_opt(0, 0, 0))
+        .map(|at| at.and_utc().timestamp_millis())
+}
+
+/// Elasticsearch date math: an anchor (`now`, or a date followed by `||`), then operations:
+/// `+N<unit>`, `-N<unit>`, `/<unit>` (round down; up with `round_up`), units y M w d h H m s.
+pub fn date_math(text: &str, now: i64, round_up: bool) -> Option<i64> {
+    use chrono::{DateTime, Datelike, Duration, Months, TimeZone, Timelike, Utc};
+    let (anchor, mut ops) = match text.strip_prefix("now") {
+        Some(rest) => (now, rest),
+        None => match text.split_once("||") {
+            Some((date, rest)) => (parse_date_millis(date)?, rest),
+            None => return parse_date_millis(text).or_else(|| text.parse::<i64>().ok()),
+        },
+    };
+    let mut at: DateTime<Utc> = DateTime::from_timestamp_millis(anchor)?;
+    while !ops.is_empty() {
+        let op = ops.as_bytes()[0];
+        ops = &ops[1..];
+        let digits = ops.bytes().take_while(u8::is_ascii_digit).count();
+        let amount: u32 = match digits {
+            0 if op == b'/' => 0,
+            0 => 1,
+            n => ops[..n].parse().ok()?,
+        };
+        ops = &ops[digits..];
+        let unit = *ops.as_bytes().first()?;
+        ops = &ops[1..];
+        at = match op {
+            b'+' | b'-' => {
+                let sign = if op == b'+' { 1 } else { -1 };
+                match unit {
+                    b'y' => shift_months(at, sign * 12 * amount as i32)?,
+                    b'M' => shift_months(at, sign * amount as i32)?,
+                    b'w' => at + Duration::weeks(sign as i64 * amount as i64),
+                    b'd' => at + Duration::days(sign as i64 * amount as i64),
+                    b'h' | b'H' => at + Duration::hours(sign as i64 * amount as i64),
+                    b'm' => at + Duration::minutes(sign as i64 * amount as i64),
+                    b's' => at + Duration::seconds(sign as i64 * amount as i64),
+                    _ => return None,
+                }
+            }
+            b'/' => {
+                let start = match unit {
+                    b'y' => Utc.with_ymd_and_hms(at.year(), 1, 1, 0, 0, 0).single()?,
+                    b'M' => Utc
+                        .with_ymd_and_hms(at.year(), at.month(), 1, 0, 0, 0)
+                        .single()?,
+                    b'w' => {
+                        let day = at.date_naive()
+                            - Duration::days(at.weekday().num_days_from_monday() as i64);
+                        day.and_hms_opt(0, 0, 0)?.and_utc()
+                    }
+                    b'd' => at.date_naive().and_hms_opt(0, 0, 0)?.and_utc(),
+                    b'h' | b'H' => at.date_naive().and_hms_opt(at.hour(), 0, 0)?.and_utc(),
+                    b'm' => at
+                        .date_naive()
+                        .and_hms_opt(at.hour(), at.minute(), 0)?
+                        .and_utc(),
+                    b's' => at
+                        .date_naive()
+                        .and_hms_opt(at.hour(), at.minute(), at.second())?
+                        .and_utc(),
+                    _ => return None,
+                };
+                if round_up {
+                    let next = match unit {
+                        b'y' => shift_months(start, 12)?,
+                        b'M' => start.checked_add_months(Months::new(1))?,
+                        b'w' => start + Duration::weeks(1),
+                        b'd' => start + Duration::days(1),
+                        b'h' | b'H' => start + Duration::hours(1),
+                        b'm' => start + Duration::minutes(1),
+                        _ => start + Duration::seconds(1),
+                    };
+                    next - Duration::milliseconds(1)
+                } else {
+                    start
+                }
+            }
+            _ => return None,
+        };
+    }
+    Some(at.timestamp_millis())
+}
+
+fn shift_months(
+    at: chrono::DateTime<chrono::Utc>,
+    months: i32,
+) -> Option<chrono::DateTime<chrono::Utc>> {
+    use chrono::Months;
+    match months >= 0 {
+        true => at.checked_add_months(Months::new(months as u32)),
+        false => at.checked_sub_months(Months::new(months.unsigned_abs())),
+    }
+}
+
+fn regex_syntax_escape(c: char) -> String {
+    match c {
+        '\\' | '.' | '+' | '*' | '?' | '(' | ')' | '|' | '[' | ']' | '{' | '}' | '^' | '$'
+        | '#' | '&' | '-' | '~' => format!("\\{c}"),
+        c => c.to_string(),
+    }
+}
+
+fn regex_syntax_escape_str(text: &str) -> String {
+    text.chars().map(regex_syntax_escape).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_795_428_000_000; // 2026-11-23T10:00:00Z
+
+    #[test]
+    fn date_math_reads_as_elasticsearch_reads_it() {
+        let hour = 3_600_000;
+        assert_eq!(date_math("now", NOW, false), Some(NOW));
+        assert_eq!(date_math("now-1h", NOW, false), Some(NOW - hour));
+        assert_eq!(date_math("now+2d", NOW, false), Some(NOW + 48 * hour));
+        assert_eq!(date_math("now/d", NOW, false), Some(NOW - 10 * hour));
+        assert_eq!(date_math("now/d", NOW, true), Some(NOW + 14 * hour - 1));
+        assert_eq!(date_math("now-1d/d", NOW, false), Some(NOW - 34 * hour));
+        assert_eq!(
+            date_math("2026-11-23||+1M", NOW, false),
+            parse_date_millis("2026-12-23")
+        );
+        assert_eq!(date_math("2026-11-23T10:00:00Z", NOW, false), Some(NOW));
+        assert_eq!(date_math("now-1x", NOW, false), None);
+        assert_eq!(date_math("yesterday", NOW, false), None);
+    }
+
+    #[test]
+    fn minimum_should_match_counts_and_percentages() {
+        assert_eq!(minimum_should_match(&Value::from(2), 3), Ok(2));
+        assert_eq!(minimum_should_match(&Value::from("-1"), 3), Ok(2));
+        assert_eq!(minimum_should_match(&Value::from("50%"), 4), Ok(2));
+        assert_eq!(minimum_should_match(&Value::from("-25%"), 4), Ok(3));
+        assert_eq!(minimum_should_match(&Value::from(9), 3), Ok(3));
+    }
+
+    #[test]
+    fn unknown_and_malformed_queries_are_refused() {
+        let schema = DocsSchema::new();
+        for (query, needle) in [
+            (
+                serde_json::json!({"fuzzy_thing": {}}),
+                "unknown query [fuzzy_thing]",
+            ),
+            (
+                serde_json::json!({"term": {"a": 1, "b": 2}}),
+                "exactly one field",
+            ),
+            (
+                serde_json::json!({"range": {"a": {"near": 1}}}),
+                "does not support [near]",
+            ),
+            (
+                serde_json::json!({"bool": {"must": [{"nope": {}}]}}),
+                "unknown query [nope]",
+            ),
+            (serde_json::json!("match_all"), "must be a JSON object"),
+            (serde_json::json!({"exists": {}}), "needs a [field]"),
+        ] {
+            let error = compile(&schema, &query, NOW).err().unwrap();
+            assert!(error.reason.contains(needle), "{query}: {}", error.reason);
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! Query DSL searches of a dataset (GET|POST /{dataset}/_search, GET /{dataset}/querydsl) and
+//! counts (/{dataset}/_count): the query compiled once, run over every segment's document index
+//! and the memtable's, the best hits read back from the segment store by row id.
+
+use std::{sync::Arc, time::Instant};
+
+use serde_json::{Map, Value, json};
+use strata_projections::table::{
+    TableSnapshot,
+    docs::DocsHits,
+    dsl::{self, DslQuery},
+};
+
+use super::{Action, Engine, PlatformPrincipal};
+use crate::{
+    documents::source::{self, SourceFilter},
+    error::{Error, Result},
+};
+
+/// The largest `from + size` (Elasticsearch's `index.max_result_window`).
+pub const MAX_RESULT_WINDOW: usize = 10_000;
+
+/// How many hits are counted exactly unless `track_total_hits` says otherwise.
+const DEFAULT_TRACK_TOTAL_HITS: u64 = 10_000;
+
+/// Keys of a search body this server reads.
+const SEARCH_KEYS: &[&str] = &[
+    "query",
+    "from",
+    "size",
+    "_source",
+    "track_total_hits",
+    "timeout",
+];
+
+/// Keys of a search body Elasticsearch reads that this server does not serve yet: a 400 that
+/// says so rather than an answer that ignores them.
+const NOT_YET: &[&str] = &[
+    "aggs",
+    "aggregations",
+    "sort",
+    "search_after",
+    "terminate_after",
+];
+
+fn bad(kind: &str, reason: impl std::fmt::Display) -> Error {
+    Error::BadRequest(format!("[{kind}] {reason}"))
+}
+
+/// A search body, read.
+struct Search {
+    query: Value,
+    from: usize,
+    size: usize,
+    source: SourceFilter,
+    /// Count exactly up to this many; `None`: do not report a total.
+    track_total_hits: Option<u64>,
+}
+
+fn usize_of(body: &Map<String, Value>, key: &str, default: usize) -> Result<usize> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(value) => value
+            .as_u64()
+            .or_else(|| value.as_str().and_then(|s| s.parse().ok()))
+            .map(|n| n as usize)
+            .ok_or_else(|| {
+                bad(
+                    "illegal_argument_exception",
+                    format!("[{key}] must be a non-negative integer, not {value}"),
+                )
+            }),
+    }
+}
+
+impl Search {
+    fn parse(body: &Value) -> Result<Search> {
+        let empty = Map::new();
+        let body = match body {
+            Value::Null => &empty,
+            Value::Object(object) => object,
+            other => {
+                return Err(bad(
+                    "parsing_exception",
+                    format!("a search body must be a JSON object, not {other}"),
+                ));
+            }
+        };
+        if let Some(key) = body.keys().find(|k| NOT_YET.contains(&k.as_str())) {
+            return Err(bad(
+                "illegal_argument_exception",
+                format!("[{key}] is not supported yet"),
+            ));
+        }
+        if let Some(key) = body.keys().find(|k| !SEARCH_KEYS.contains(&k.as_str())) {
+            return Err(bad(
+                "parsing_exception",
+                format!("Unknown key for a search body [{key}]"),
+            ));
+        }
+        let from = usize_of(body, "from", 0)?;
+        let size = usize_of(body, "size", 10)?;
+        if from + size > MAX_RESULT_WINDOW {
+            return Err(bad(
+                "illegal_argument_exception",
+                format!(
+                    "Result window is too large, from + size must be less than or equal to: [{MAX_RESULT_WINDOW}] but was [{}]",
+                    from + size
+                ),
+            ));
+        }
+        let track_total_hits = match body.get("track_total_hits") {
+            None | Some(Value::Null) => Some(DEFAULT_TRACK_TOTAL_HITS),
+            Some(Value::Bool(true)) => Some(u64::MAX),
+            Some(Value::Bool(false)) => None,
+            Some(Value::Number(n)) if n.as_i64() == Some(-1) => Some(u64::MAX),
+            Some(Value::Number(n)) if n.is_u64() => n.as_u64(),
+            Some(other) => {
+                return Err(bad(
+                    "illegal_argument_exception",
+                    format!(
+                        "[track_total_hits] must be a boolean or a non-negative integer, not {other}"
+                    ),
+                ));
+            }
+        };
+        Ok(Search {
+            query: body
+                .get("query")
+                .cloned()
+                .unwrap_or_else(|| json!({"match_all": {}})),
+            from,
+            size,
+            source: SourceFilter::parse(body.get("_source"))?,
+            track_total_hits,
+        })
+    }
+}
+
+impl Engine {
+    /// The snapshot of dataset `name` and its compiled `query`.
+    async fn prepare(
+        &self,
+        principal: &PlatformPrincipal,
+        name: &str,
+        query: &Value,
+    ) -> Result<(Arc<TableSnapshot>, DslQuery)> {
+        self.authorize(principal, Action::RecordRead, name)?;
+        let (runtime, def) = self.dataset(&principal.account, name).await?;
+        let table = self.table_runtime(&runtime, &def).await?;
+        let snapshot = table.snapshot();
+        let schema = snapshot
+            .index
+            .as_ref()
+            .and_then(|i| i.docs.clone())
+            .ok_or_else(|| Error::Internal(format!("dataset {name:?} has no document index")))?;
+        let now = chrono::Utc::now().timestamp_millis();
+        let query =
+            dsl::compile(&schema, query, now).map_err(|error| bad(error.kind, error.reason))?;
+        Ok((snapshot, query))
+    }
+
+    /// Runs `query` on a blocking thread: the best `top` hits and the count.
+    async fn run_query(
+        snapshot: Arc<TableSnapshot>,
+        query: DslQuery,
+        top: usize,
+    ) -> Result<DocsHits> {
+        tokio::task::spawn_blocking(move || snapshot.search_documents(query.as_ref(), top))
+            .await
+            .map_err(|e| Error::Internal(format!("a search task failed: {e}")))?
+            .map_err(Error::Projection)
+    }
+
+    /// A Query DSL search of dataset `name`: the response body.
+    pub async fn search_dataset(
+        &self,
+        principal: &PlatformPrincipal,
+        name: &str,
+        body: &Value,
+    ) -> Result<Value> {
+        let started = Instant::now();
+        let search = Search::parse(body)?;
+        let (snapshot, query) = self.prepare(principal, name, &search.query).await?;
+        let found = Self::run_query(snapshot.clone(), query, search.from + search.size).await?;
+        let page: Vec<_> = found.hits.iter().skip(search.from).collect();
+        let ids: Vec<u64> = page.iter().map(|h| h.row_id).collect();
+        let rows = snapshot.rows_by_id(&ids, None).await?;
+        let mut hits = Vec::with_capacity(page.len());
+        for (row, hit) in page.iter().enumerate().take(rows.num_rows()) {
+            let (id, source) = source::record(&rows, row, &search.source);
+            let mut entry = Map::new();
+            entry.insert("_index".into(), json!(name));
+            entry.insert("_id".into(), json!(id));
+            entry.insert("_score".into(), json!(hit.score));
+            if !search.source.none {
+                entry.insert("_source".into(), source);
+            }
+            hits.push(Value::Object(entry));
+        }
+        let max_score = found.hits.first().map(|h| h.score);
+        let mut hits_body = Map::new();
+        if let Some(limit) = search.track_total_hits {
+            let (value, relation) = match found.total > limit {
+                true => (limit, "gte"),
+                false => (found.total, "eq"),
+            };
+            hits_body.insert(
+                "total".into(),
+                json!({"value": value, "relation": relation}),
+            );
+        }
+        hits_body.insert("max_score".into(), json!(max_score));
+        hits_body.insert("hits".into(), Value::Array(hits));
+        Ok(json!({
+            "took": started.elapsed().as_millis() as u64,
+            "timed_out": false,
+            "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
+            "hits": hits_body,
+        }))
+    }
+
+    /// /{dataset}/_count: the live records `body`'s query (all without one) matches.
+    pub async fn count_dataset(
+        &self,
+        principal: &PlatformPrincipal,
+        name: &str,
+        body: &Value,
+    ) -> Result<u64> {
+        let query = match body {
+            Value::Null => json!({"match_all": {}}),
+            Value::Object(object) => {
+                if let Some(key) = object.keys().find(|k| *k != "query") {
+                    return Err(bad(
+                        "parsing_exception",
+                        format!("request does not support [{key}]"),
+                    ));
+                }
+                object
+                    .get("query")
+                    .cloned()
+                    .unwrap_or_else(|| json!({"match_all": {}}))
+            }
+            other => {
+                return Err(bad(
+                    "parsing_exception",
+                    format!("a count body must be a JSON object, not {other}"),
+                ));
+            }
+        };
+        let (snapshot, query) = self.prepare(principal, name, &query).await?;
+        Ok(Self::run_query(snapshot, query, 0).await?.total)
+    }
+}

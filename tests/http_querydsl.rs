@@ -1,0 +1,415 @@
+//! The Query DSL over HTTP: GET|POST /{dataset}/_search, GET /{dataset}/querydsl and
+//! /{dataset}/_count, over records written by NDJSON bulk, some in segments (written before a
+//! restart) and some in the memtable.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::{Server, Signed, root_user};
+use serde_json::{Value, json};
+
+/// Twelve http-log records; `_id` is "r<i>".
+fn records(now_ms: i64) -> Vec<Value> {
+    let rows = [
+        (
+            "GET",
+            "/index.html",
+            200,
+            5120,
+            "served from cache",
+            Some("ann"),
+        ),
+        ("GET", "/img/logo.png", 200, 20480, "served", Some("bob")),
+        (
+            "POST",
+            "/api/login",
+            401,
+            310,
+            "bad password for user",
+            Some("cid"),
+        ),
+        (
+            "GET",
+            "/api/items",
+            500,
+            120,
+            "disk full while writing the cache",
+            None,
+        ),
+        ("DELETE", "/api/items/7", 204, 0, "deleted", Some("ann")),
+        ("GET", "/missing", 404, 230, "not found", None),
+        (
+            "GET",
+            "/api/items",
+            200,
+            9000,
+            "served from cache",
+            Some("dee"),
+        ),
+        (
+            "PUT",
+            "/api/items/8",
+            500,
+            150,
+            "timeout talking to the disk",
+            Some("bob"),
+        ),
+        ("GET", "/img/banner.png", 304, 0, "not modified", None),
+        (
+            "GET",
+            "/api/search",
+            200,
+            7000,
+            "full text search served",
+            Some("ann"),
+        ),
+        ("POST", "/api/items", 201, 800, "created", Some("eve")),
+        ("GET", "/old", 404, 200, "not found", Some("bob")),
+    ];
+    let mut lines = Vec::new();
+    for (i, (method, path, status, bytes, message, user)) in rows.into_iter().enumerate() {
+        lines.push(json!({"index": {"_id": format!("r{i}")}}));
+        // One record an hour, the newest now.
+        let mut record = json!({
+            "@timestamp": now_ms - (11 - i as i64) * 3_600_000,
+            "method": method,
+            "path": path,
+            "status": status,
+            "bytes": bytes,
+            "message": message,
+        });
+        if let Some(user) = user {
+            record["user"] = json!({"name": user});
+        }
+        lines.push(record);
+    }
+    lines
+}
+
+async fn ids(client: &Signed, body: Value) -> BTreeSet<String> {
+    let answer = client.send("POST", "/logs/_search", Some(&body)).await;
+    assert_eq!(answer.status, 200, "{body}: {answer:?}");
+    answer.body["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|hit| hit["_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// How many segment document indexes there are under `dir`.
+fn docs_dirs(dir: &std::path::Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| {
+            let path = entry.path();
+            match path.file_name().and_then(|n| n.to_str()) {
+                Some("docs") => 1,
+                _ if path.is_dir() => docs_dirs(&path),
+                _ => 0,
+            }
+        })
+        .sum()
+}
+
+fn set(ids: &[usize]) -> BTreeSet<String> {
+    ids.iter().map(|i| format!("r{i}")).collect()
+}
+
+#[tokio::test]
+async fn the_query_dsl_finds_records_in_segments_and_the_memtable() {
+    let dir = tempfile::tempdir().unwrap();
+    let flush = ["--set", "tables.flush_rows=7"];
+    let server = Server::start(dir.path(), &flush);
+    let credentials = root_user(dir.path(), "acme");
+    let client = Signed::new(&server, &credentials);
+    let now = chrono::Utc::now().timestamp_millis();
+    let lines = records(now);
+    // Seven records fill the memtable and go to a segment, with its document index; the other
+    // five stay in the memtable.
+    let written = client.send_ndjson("POST", "/logs/json", &lines[..14]).await;
+    assert_eq!(written.body["errors"], false, "{written:?}");
+    let indexes = dir.path().join("indexes");
+    let segment_indexed = || {
+        let indexes = indexes.clone();
+        async move { docs_dirs(&indexes) == 1 }
+    };
+    assert!(
+        common::eventually(10, segment_indexed).await,
+        "no segment was flushed"
+    );
+    let written = client.send_ndjson("POST", "/logs/json", &lines[14..]).await;
+    assert_eq!(written.body["errors"], false, "{written:?}");
+    assert_eq!(docs_dirs(&indexes), 1);
+
+    let all = client.send("GET", "/logs/_search", None).await;
+    assert_eq!(all.status, 200, "{all:?}");
+    assert_eq!(
+        all.body["hits"]["total"],
+        json!({"value": 12, "relation": "eq"})
+    );
+    assert_eq!(all.body["hits"]["hits"].as_array().unwrap().len(), 10);
+    assert_eq!(all.body["timed_out"], false);
+    let first = &all.body["hits"]["hits"][0];
+    assert_eq!(first["_index"], "logs");
+    assert!(
+        first["_source"]["@timestamp"]
+            .as_str()
+            .unwrap()
+            .ends_with('Z')
+    );
+
+    let cases: Vec<(Value, Vec<usize>)> = vec![
+        (json!({"term": {"method": "POST"}}), vec![2, 10]),
+        (
+            json!({"term": {"method.keyword": {"value": "DELETE"}}}),
+            vec![4],
+        ),
+        (json!({"term": {"status": 404}}), vec![5, 11]),
+        (json!({"term": {"status": "404"}}), vec![5, 11]),
+        (json!({"terms": {"status": [401, 500]}}), vec![2, 3, 7]),
+        (json!({"range": {"bytes": {"gte": 7000}}}), vec![1, 6, 9]),
+        (
+            json!({"range": {"status": {"gt": 200, "lt": 400}}}),
+            vec![4, 8, 10],
+        ),
+        (
+            json!({"range": {"@timestamp": {"gte": "now-150m"}}}),
+            vec![9, 10, 11],
+        ),
+        (
+            json!({"exists": {"field": "user.name"}}),
+            vec![0, 1, 2, 4, 6, 7, 9, 10, 11],
+        ),
+        (json!({"prefix": {"path": "/img/"}}), vec![1, 8]),
+        (
+            json!({"wildcard": {"path": {"value": "/api/items*"}}}),
+            vec![3, 4, 6, 7, 10],
+        ),
+        (json!({"wildcard": {"path": "/?ld"}}), vec![11]),
+        (json!({"match": {"message": "cache"}}), vec![0, 3, 6]),
+        (
+            json!({"match": {"message": {"query": "disk cache", "operator": "and"}}}),
+            vec![3],
+        ),
+        (
+            json!({"match": {"message": {"query": "disk cache timeout", "minimum_should_match": 2}}}),
+            vec![3, 7],
+        ),
+        (
+            json!({"match_phrase": {"message": "from cache"}}),
+            vec![0, 6],
+        ),
+        (json!({"match_phrase": {"message": "cache from"}}), vec![]),
+        (
+            json!({"query_string": {"query": "status:404 AND method:GET"}}),
+            vec![5, 11],
+        ),
+        (
+            json!({"query_string": {"query": "timeout OR password"}}),
+            vec![2, 7],
+        ),
+        (
+            json!({"query_string": {"query": "user.name:ann -method:DELETE"}}),
+            vec![0, 9],
+        ),
+        (
+            json!({"query_string": {"query": "bytes:[7000 TO 30000]"}}),
+            vec![1, 6, 9],
+        ),
+        (
+            json!({"query_string": {"query": "status:>400"}}),
+            vec![2, 3, 5, 7, 11],
+        ),
+        (
+            json!({"query_string": {"query": "\"from cache\""}}),
+            vec![0, 6],
+        ),
+        (
+            json!({"query_string": {"query": "served", "default_field": "path"}}),
+            vec![],
+        ),
+        (
+            json!({"bool": {
+                "must": [{"match": {"message": "served"}}],
+                "filter": [{"term": {"method": "GET"}}],
+                "must_not": [{"term": {"user.name": "bob"}}],
+            }}),
+            vec![0, 6, 9],
+        ),
+        (
+            json!({"bool": {
+                "should": [
+                    {"term": {"status": 500}},
+                    {"term": {"user.name": "bob"}},
+                    {"range": {"bytes": {"lt": 200}}},
+                ],
+                "minimum_should_match": 2,
+            }}),
+            vec![3, 7],
+        ),
+        (
+            json!({"bool": {"must_not": {"exists": {"field": "user"}}}}),
+            vec![3, 5, 8],
+        ),
+        (json!({"match_none": {}}), vec![]),
+    ];
+    for (query, expected) in cases {
+        let body = json!({"query": query, "size": 100});
+        assert_eq!(ids(&client, body).await, set(&expected), "{query}");
+    }
+
+    // The same through /querydsl, and counts.
+    let body = json!({"query": {"term": {"method": "GET"}}});
+    let via = client.send("GET", "/logs/querydsl", Some(&body)).await;
+    assert_eq!(via.body["hits"]["total"]["value"], 8, "{via:?}");
+    let counted = client.send("POST", "/logs/_count", Some(&body)).await;
+    assert_eq!(counted.body["count"], 8, "{counted:?}");
+    assert_eq!(
+        client.send("GET", "/logs/_count", None).await.body["count"],
+        12
+    );
+}
+
+#[tokio::test]
+async fn paging_scores_source_filtering_and_totals() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let client = Signed::new(&server, &root_user(dir.path(), "acme"));
+    let now = chrono::Utc::now().timestamp_millis();
+    let written = client
+        .send_ndjson("POST", "/logs/json", &records(now))
+        .await;
+    assert_eq!(written.body["errors"], false, "{written:?}");
+
+    // Relevance: the record that says "disk" twice... once in a short message ranks first.
+    let answer = client
+        .send(
+            "POST",
+            "/logs/_search",
+            Some(&json!({"query": {"match": {"message": "disk"}}})),
+        )
+        .await;
+    let hits = answer.body["hits"]["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), 2);
+    let scores: Vec<f64> = hits.iter().map(|h| h["_score"].as_f64().unwrap()).collect();
+    assert!(scores[0] >= scores[1] && scores[1] > 0.0, "{scores:?}");
+    assert_eq!(answer.body["hits"]["max_score"].as_f64(), Some(scores[0]));
+
+    // from/size pages through every record once.
+    let mut seen = BTreeSet::new();
+    for from in [0, 5, 10] {
+        let page = ids(&client, json!({"from": from, "size": 5})).await;
+        assert!(page.len() == 5 || from == 10, "{page:?}");
+        assert!(seen.is_disjoint(&page));
+        seen.extend(page);
+    }
+    assert_eq!(seen.len(), 12);
+
+    // _source in its three forms.
+    let source = |filter: Value| {
+        let client = client.clone();
+        async move {
+            let body = json!({"query": {"term": {"_id": "r0"}}, "_source": filter});
+            let answer = client.send("POST", "/logs/_search", Some(&body)).await;
+            answer.body["hits"]["hits"][0].get("_source").cloned()
+        }
+    };
+    assert_eq!(source(json!(false)).await, None);
+    assert_eq!(
+        source(json!(["stat*", "user"])).await,
+        Some(json!({"status": 200, "user": {"name": "ann"}}))
+    );
+    assert_eq!(
+        source(json!({"includes": ["*"], "excludes": ["message", "@timestamp", "path", "bytes"]}))
+            .await,
+        Some(json!({"method": "GET", "status": 200, "user": {"name": "ann"}}))
+    );
+
+    // track_total_hits.
+    let totals = |value: Value| {
+        let client = client.clone();
+        async move {
+            let body = json!({"track_total_hits": value, "size": 0});
+            client.send("POST", "/logs/_search", Some(&body)).await.body["hits"]
+                .get("total")
+                .cloned()
+        }
+    };
+    assert_eq!(
+        totals(json!(5)).await,
+        Some(json!({"value": 5, "relation": "gte"}))
+    );
+    assert_eq!(
+        totals(json!(true)).await,
+        Some(json!({"value": 12, "relation": "eq"}))
+    );
+    assert_eq!(totals(json!(false)).await, None);
+
+    // A deleted record is found no more.
+    let deleted = client
+        .send_ndjson("POST", "/logs/json", &[json!({"delete": {"_id": "r5"}})])
+        .await;
+    assert_eq!(deleted.body["errors"], false, "{deleted:?}");
+    assert_eq!(
+        ids(&client, json!({"query": {"term": {"status": 404}}})).await,
+        set(&[11])
+    );
+}
+
+#[tokio::test]
+async fn bad_searches_are_refused_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let client = Signed::new(&server, &root_user(dir.path(), "acme"));
+    let written = client
+        .send_ndjson(
+            "POST",
+            "/logs/json",
+            &[json!({"index": {}}), json!({"a": 1})],
+        )
+        .await;
+    assert_eq!(written.body["errors"], false, "{written:?}");
+    for (body, needle) in [
+        (
+            json!({"query": {"fuzzy_thing": {}}}),
+            "unknown query [fuzzy_thing]",
+        ),
+        (
+            json!({"query": {"term": {"a": 1, "b": 2}}}),
+            "exactly one field",
+        ),
+        (
+            json!({"from": 9995, "size": 10}),
+            "Result window is too large",
+        ),
+        (json!({"size": -1}), "[size] must be a non-negative integer"),
+        (
+            json!({"colour": 1}),
+            "Unknown key for a search body [colour]",
+        ),
+        (json!({"aggs": {}}), "[aggs] is not supported yet"),
+        (
+            json!({"query": {"query_string": {"query": "a:(b"}}}),
+            "Failed to parse query",
+        ),
+    ] {
+        let answer = client.send("POST", "/logs/_search", Some(&body)).await;
+        assert_eq!(answer.status, 400, "{body}: {answer:?}");
+        let message = answer.body["message"].as_str().unwrap();
+        assert!(message.starts_with("search: "), "{message}");
+        assert!(message.contains(needle), "{body}: {message}");
+    }
+    let missing = client.send("POST", "/nope/_search", None).await;
+    assert_eq!(missing.status, 404, "{missing:?}");
+    let not_json = client
+        .send_text("POST", "/logs/_search", "application/json", "{")
+        .await;
+    assert_eq!(not_json.status, 400, "{not_json:?}");
+}
