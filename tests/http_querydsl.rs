@@ -118,6 +118,19 @@ fn docs_dirs(dir: &std::path::Path) -> usize {
         .sum()
 }
 
+/// A server with the twelve records in dataset `logs`, and a client of its root user.
+async fn with_logs() -> (tempfile::TempDir, Server, Signed) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let client = Signed::new(&server, &root_user(dir.path(), "acme"));
+    let now = chrono::Utc::now().timestamp_millis();
+    let written = client
+        .send_ndjson("POST", "/logs/json", &records(now))
+        .await;
+    assert_eq!(written.body["errors"], false, "{written:?}");
+    (dir, server, client)
+}
+
 fn set(ids: &[usize]) -> BTreeSet<String> {
     ids.iter().map(|i| format!("r{i}")).collect()
 }
@@ -279,16 +292,9 @@ async fn the_query_dsl_finds_records_in_segments_and_the_memtable() {
 
 #[tokio::test]
 async fn paging_scores_source_filtering_and_totals() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &[]);
-    let client = Signed::new(&server, &root_user(dir.path(), "acme"));
-    let now = chrono::Utc::now().timestamp_millis();
-    let written = client
-        .send_ndjson("POST", "/logs/json", &records(now))
-        .await;
-    assert_eq!(written.body["errors"], false, "{written:?}");
+    let (_dir, _server, client) = with_logs().await;
 
-    // Relevance: the record that says "disk" twice... once in a short message ranks first.
+    // Relevance: hits come best first, and max_score is the first one's.
     let answer = client
         .send(
             "POST",
@@ -412,4 +418,50 @@ async fn bad_searches_are_refused_with_the_reason() {
         .send_text("POST", "/logs/_search", "application/json", "{")
         .await;
     assert_eq!(not_json.status, 400, "{not_json:?}");
+}
+
+#[tokio::test]
+async fn msearch_answers_each_search_in_order_and_failures_stay_alone() {
+    let (_dir, _server, client) = with_logs().await;
+
+    let searches = [
+        json!({"index": "logs"}),
+        json!({"query": {"term": {"status": 404}}}),
+        json!({"index": "logs", "preference": "_local"}),
+        json!({"query": {"fuzzy_thing": {}}}),
+        json!({"index": "nowhere"}),
+        json!({}),
+        json!({}),
+        json!({"query": {"match": {"message": "cache"}}, "size": 1}),
+    ];
+    let answer = client
+        .send_ndjson("POST", "/logs/_msearch", &searches)
+        .await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let responses = answer.body["responses"].as_array().unwrap();
+    assert_eq!(responses.len(), 4);
+    assert_eq!(responses[0]["status"], 200);
+    assert_eq!(responses[0]["hits"]["total"]["value"], 2);
+    assert_eq!(responses[1]["status"], 400);
+    assert_eq!(responses[1]["error"]["type"], "parsing_exception");
+    assert_eq!(
+        responses[1]["error"]["reason"],
+        "unknown query [fuzzy_thing]"
+    );
+    assert_eq!(responses[2]["status"], 404);
+    assert_eq!(responses[2]["error"]["type"], "index_not_found_exception");
+    // Without an index in its header, a search reads the path's dataset.
+    assert_eq!(responses[3]["hits"]["total"]["value"], 3);
+    assert_eq!(responses[3]["hits"]["hits"].as_array().unwrap().len(), 1);
+
+    // /_msearch needs the index in each header.
+    let answer = client
+        .send_ndjson("POST", "/_msearch", &[json!({}), json!({})])
+        .await;
+    assert_eq!(answer.body["responses"][0]["status"], 400, "{answer:?}");
+    // Lines that do not pair up refuse the request.
+    let odd = client
+        .send_ndjson("POST", "/_msearch", &[json!({"index": "logs"})])
+        .await;
+    assert_eq!(odd.status, 400, "{odd:?}");
 }

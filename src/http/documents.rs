@@ -1,13 +1,13 @@
 //! Records on the platform API: ingestion (POST /{dataset}/json, and the same NDJSON bulk body at
 //! POST|PUT /_bulk and /{dataset}/_bulk, where Elasticsearch clients send it), and Query DSL
-//! searches and counts (/{dataset}/_search, /{dataset}/querydsl, /{dataset}/_count).
+//! searches and counts (/{dataset}/_search, /{dataset}/querydsl, /{dataset}/_count, /_msearch).
 
 use std::time::Instant;
 
 use axum::{
     Extension, Json,
     body::Bytes,
-    extract::State,
+    extract::{Path, State},
     http::{HeaderMap, Uri, header::CONTENT_TYPE},
     response::{IntoResponse, Response},
 };
@@ -244,4 +244,130 @@ pub async fn count(
         "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
     }))
     .into_response())
+}
+
+/// POST /_msearch and /{dataset}/_msearch: header and body line pairs, each a search; the
+/// answers in request order, a failed one as `{error: {type, reason}, status}` beside the others.
+pub async fn msearch(
+    State(state): State<AppState>,
+    Extension(principal): Extension<PlatformPrincipal>,
+    name: Option<Path<String>>,
+    body: Bytes,
+) -> Result<Response, PlatformError> {
+    let started = Instant::now();
+    let failed = |error| PlatformError {
+        operation: "msearch",
+        error,
+    };
+    let searches = msearch_pairs(&body).map_err(failed)?;
+    let path_index = name.map(|Path(name)| name);
+    let answers = searches.into_iter().map(|search| {
+        let state = state.clone();
+        let principal = principal.clone();
+        let path_index = path_index.clone();
+        async move {
+            let (header, body) = search?;
+            let index = match header.get("index") {
+                Some(Value::String(index)) => index.clone(),
+                Some(Value::Array(indexes)) if indexes.len() == 1 => indexes[0]
+                    .as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| Error::BadRequest("[index] must be a string".to_owned()))?,
+                Some(Value::Array(_)) => {
+                    return Err(Error::BadRequest(
+                        "[illegal_argument_exception] a search names one dataset".to_owned(),
+                    ));
+                }
+                None => path_index.ok_or_else(|| {
+                    Error::BadRequest(
+                        "[action_request_validation_exception] no index: name it in the header or the path"
+                            .to_owned(),
+                    )
+                })?,
+                Some(other) => {
+                    return Err(Error::BadRequest(format!(
+                        "[index] must be a string, not {other}"
+                    )));
+                }
+            };
+            state.engine.search_dataset(&principal, &index, &body).await
+        }
+    });
+    let responses: Vec<Value> = futures::future::join_all(answers)
+        .await
+        .into_iter()
+        .map(|answer| match answer {
+            Ok(mut result) => {
+                result["status"] = json!(200);
+                result
+            }
+            Err(error) => error_entry(&error),
+        })
+        .collect();
+    Ok(Json(json!({
+        "took": started.elapsed().as_millis() as u64,
+        "responses": responses,
+    }))
+    .into_response())
+}
+
+/// A failed search of an msearch: `{error: {type, reason}, status}`.
+fn error_entry(error: &Error) -> Value {
+    let status = super::error::status(error.code()).as_u16();
+    let message = error.public_message();
+    // "[type] reason" where the engine names Elasticsearch's type.
+    let (kind, reason) = match message.strip_prefix('[').and_then(|m| m.split_once("] ")) {
+        Some((kind, reason)) => (kind.to_owned(), reason.to_owned()),
+        None => (
+            match status {
+                404 => "index_not_found_exception",
+                403 => "security_exception",
+                400 => "illegal_argument_exception",
+                _ => "exception",
+            }
+            .to_owned(),
+            message.clone(),
+        ),
+    };
+    json!({"error": {"type": kind, "reason": reason, "root_cause": [{"type": kind, "reason": reason}]}, "status": status})
+}
+
+/// One search of an msearch body: its header and its body, or why the pair cannot be read.
+type SearchPair = Result<(Map<String, Value>, Value), Error>;
+
+/// The header and body of each search of an msearch body; a malformed pair fails alone.
+fn msearch_pairs(body: &Bytes) -> Result<Vec<SearchPair>, Error> {
+    let text = std::str::from_utf8(body)
+        .map_err(|_| Error::BadRequest("the msearch body is not UTF-8".to_owned()))?;
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return Err(Error::BadRequest(
+            "the msearch body has no searches (request body is required)".to_owned(),
+        ));
+    }
+    if !lines.len().is_multiple_of(2) {
+        return Err(Error::BadRequest(format!(
+            "the msearch body has {} lines: each search is a header line and a body line",
+            lines.len()
+        )));
+    }
+    Ok(lines
+        .chunks(2)
+        .map(|pair| {
+            let header: Value = serde_json::from_str(pair[0]).map_err(|e| {
+                Error::BadRequest(format!("[parsing_exception] the header is not JSON: {e}"))
+            })?;
+            let Value::Object(header) = header else {
+                return Err(Error::BadRequest(
+                    "[parsing_exception] the header must be a JSON object".to_owned(),
+                ));
+            };
+            let body: Value = serde_json::from_str(pair[1]).map_err(|e| {
+                Error::BadRequest(format!(
+                    "[parsing_exception] the search body is not JSON: {e}"
+                ))
+            })?;
+            Ok((header, body))
+        })
+        .collect())
 }

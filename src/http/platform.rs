@@ -52,6 +52,14 @@ pub fn routes(state: AppState) -> Router {
         .route("/_bulk", post(documents::bulk).put(documents::bulk))
         .route("/_mapping", get(mappings))
         .route(
+            "/_msearch",
+            get(documents::msearch).post(documents::msearch),
+        )
+        .route(
+            "/{name}/_msearch",
+            get(documents::msearch).post(documents::msearch),
+        )
+        .route(
             "/{name}/_search",
             get(documents::search).post(documents::search),
         )
