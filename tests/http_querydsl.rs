@@ -89,14 +89,12 @@ fn records(now_ms: i64) -> Vec<Value> {
     lines
 }
 
+/// The ids of a search's hits.
 async fn ids(client: &Signed, body: Value) -> BTreeSet<String> {
-    let answer = client.send("POST", "/logs/_search", Some(&body)).await;
-    assert_eq!(answer.status, 200, "{body}: {answer:?}");
-    answer.body["hits"]["hits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|hit| hit["_id"].as_str().unwrap().to_owned())
+    sorted(client, body)
+        .await
+        .into_iter()
+        .map(|(id, _)| id)
         .collect()
 }
 
@@ -464,4 +462,105 @@ async fn msearch_answers_each_search_in_order_and_failures_stay_alone() {
         .send_ndjson("POST", "/_msearch", &[json!({"index": "logs"})])
         .await;
     assert_eq!(odd.status, 400, "{odd:?}");
+}
+
+/// The ids and sort values of a search's hits.
+async fn sorted(client: &Signed, body: Value) -> Vec<(String, Value)> {
+    let answer = client.send("POST", "/logs/_search", Some(&body)).await;
+    assert_eq!(answer.status, 200, "{body}: {answer:?}");
+    answer.body["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|hit| (hit["_id"].as_str().unwrap().to_owned(), hit["sort"].clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn sort_in_both_forms_and_search_after_pages() {
+    let (_dir, _server, client) = with_logs().await;
+
+    // By a number, descending; the values come with each hit; no scores.
+    let body = json!({"sort": [{"bytes": {"order": "desc"}}], "size": 3});
+    let answer = client.send("POST", "/logs/_search", Some(&body)).await;
+    let hits = answer.body["hits"]["hits"].as_array().unwrap();
+    let got: Vec<(&str, &Value)> = hits
+        .iter()
+        .map(|h| (h["_id"].as_str().unwrap(), &h["sort"]))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("r1", &json!([20480])),
+            ("r6", &json!([9000])),
+            ("r9", &json!([7000]))
+        ]
+    );
+    assert_eq!(hits[0]["_score"], Value::Null);
+    assert_eq!(answer.body["hits"]["max_score"], Value::Null);
+
+    // By a string, in the short form; then by two keys.
+    let by_path = sorted(&client, json!({"sort": ["path"], "size": 2})).await;
+    assert_eq!(
+        by_path,
+        [
+            ("r3".to_owned(), json!(["/api/items"])),
+            ("r6".to_owned(), json!(["/api/items"]))
+        ]
+    );
+    let two = sorted(
+        &client,
+        json!({"sort": [{"status": "desc"}, {"bytes": "asc"}], "size": 3}),
+    )
+    .await;
+    assert_eq!(
+        two.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(),
+        ["r3", "r7", "r11"]
+    );
+    // Records without the field come last, or first with missing: _first.
+    let last = sorted(&client, json!({"sort": [{"user.name": "asc"}], "size": 12})).await;
+    assert_eq!(last[0], ("r0".to_owned(), json!(["ann"])));
+    assert_eq!(last[11].1, json!([null]));
+    let first = sorted(
+        &client,
+        json!({"sort": [{"user.name": {"order": "desc", "missing": "_first"}}], "size": 1}),
+    )
+    .await;
+    assert_eq!(first[0].1, json!([null]));
+
+    // search_after pages through everything by time, newest first.
+    let mut seen = Vec::new();
+    let mut after: Option<Value> = None;
+    loop {
+        let mut body = json!({"sort": [{"@timestamp": "desc"}], "size": 5});
+        if let Some(after) = &after {
+            body["search_after"] = after.clone();
+        }
+        let page = sorted(&client, body).await;
+        if page.is_empty() {
+            break;
+        }
+        after = Some(page.last().unwrap().1.clone());
+        seen.extend(page.into_iter().map(|(id, _)| id));
+    }
+    let expected: Vec<String> = (0..12).rev().map(|i| format!("r{i}")).collect();
+    assert_eq!(seen, expected);
+
+    // By relevance then time: scores are there.
+    let body = json!({"query": {"match": {"message": "served"}}, "sort": ["_score", {"@timestamp": "asc"}]});
+    let answer = client.send("POST", "/logs/_search", Some(&body)).await;
+    let hits = answer.body["hits"]["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), 4, "{answer:?}");
+    assert!(hits[0]["_score"].as_f64().unwrap() > 0.0);
+    assert!(answer.body["hits"]["max_score"].as_f64().is_some());
+
+    let wrong = json!({"sort": ["bytes"], "search_after": [1, 2]});
+    let answer = client.send("POST", "/logs/_search", Some(&wrong)).await;
+    assert_eq!(answer.status, 400, "{answer:?}");
+    assert!(
+        answer.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("search_after has 2 value(s) but sort has 1")
+    );
 }

@@ -7,7 +7,7 @@ use std::{sync::Arc, time::Instant};
 use serde_json::{Map, Value, json};
 use strata_projections::table::{
     TableSnapshot,
-    docs::DocsHits,
+    docs::{DocsHits, SortBy, SortSpec, SortValue, SortedHit},
     dsl::{self, DslQuery},
 };
 
@@ -31,17 +31,13 @@ const SEARCH_KEYS: &[&str] = &[
     "_source",
     "track_total_hits",
     "timeout",
+    "sort",
+    "search_after",
 ];
 
 /// Keys of a search body Elasticsearch reads that this server does not serve yet: a 400 that
 /// says so rather than an answer that ignores them.
-const NOT_YET: &[&str] = &[
-    "aggs",
-    "aggregations",
-    "sort",
-    "search_after",
-    "terminate_after",
-];
+const NOT_YET: &[&str] = &["aggs", "aggregations", "terminate_after"];
 
 fn bad(kind: &str, reason: impl std::fmt::Display) -> Error {
     Error::BadRequest(format!("[{kind}] {reason}"))
@@ -55,6 +51,80 @@ struct Search {
     source: SourceFilter,
     /// Count exactly up to this many; `None`: do not report a total.
     track_total_hits: Option<u64>,
+    /// Empty: by relevance.
+    sort: Vec<SortSpec>,
+    search_after: Option<Vec<Option<SortValue>>>,
+}
+
+/// Reads a search body's `sort`: `"_score"`, `"field"`, `{"field": "asc"|"desc"}`,
+/// `{"field": {"order": ..., "missing": "_first"|"_last"}}`, or a list of them.
+fn parse_sort(value: Option<&Value>) -> Result<Vec<SortSpec>> {
+    let items: Vec<&Value> = match value {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(items)) => items.iter().collect(),
+        Some(one) => vec![one],
+    };
+    let invalid = |what: &Value| {
+        bad(
+            "parsing_exception",
+            format!(
+                "a sort is a field name, {{field: order}} or {{field: {{order, missing}}}}, not {what}"
+            ),
+        )
+    };
+    items
+        .into_iter()
+        .map(|item| {
+            let (field, options) = match item {
+                Value::String(field) => (field.as_str(), None),
+                Value::Object(object) if object.len() == 1 => {
+                    let (field, options) = object.iter().next().ok_or_else(|| invalid(item))?;
+                    (field.as_str(), Some(options))
+                }
+                other => return Err(invalid(other)),
+            };
+            let by = match field {
+                "_score" => SortBy::Score,
+                "_doc" => SortBy::Doc,
+                field => SortBy::Field(field.strip_suffix(".keyword").unwrap_or(field).to_owned()),
+            };
+            let (order, missing) = match options {
+                None => (None, None),
+                Some(Value::String(order)) => (Some(order.as_str()), None),
+                Some(Value::Object(options)) => (
+                    options.get("order").and_then(Value::as_str),
+                    options.get("missing").and_then(Value::as_str),
+                ),
+                Some(other) => return Err(invalid(other)),
+            };
+            let descending = match order {
+                None => by == SortBy::Score,
+                Some("asc") => false,
+                Some("desc") => true,
+                Some(other) => {
+                    return Err(bad(
+                        "parsing_exception",
+                        format!("[order] must be asc or desc, not {other:?}"),
+                    ));
+                }
+            };
+            Ok(SortSpec {
+                by,
+                descending,
+                missing_first: missing == Some("_first"),
+            })
+        })
+        .collect()
+}
+
+/// A sort value as a hit's `sort` shows it (whole numbers as integers: dates are milliseconds).
+fn sort_json(value: &Option<SortValue>) -> Value {
+    match value {
+        None => Value::Null,
+        Some(SortValue::Text(text)) => json!(text),
+        Some(SortValue::Number(n)) if n.fract() == 0.0 && n.abs() < 9.0e15 => json!(*n as i64),
+        Some(SortValue::Number(n)) => json!(n),
+    }
 }
 
 fn usize_of(body: &Map<String, Value>, key: &str, default: usize) -> Result<usize> {
@@ -124,7 +194,43 @@ impl Search {
                 ));
             }
         };
+        let sort = parse_sort(body.get("sort"))?;
+        let search_after = match body.get("search_after") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(values)) => {
+                if values.len() != sort.len() {
+                    return Err(bad(
+                        "illegal_argument_exception",
+                        format!(
+                            "search_after has {} value(s) but sort has {}",
+                            values.len(),
+                            sort.len()
+                        ),
+                    ));
+                }
+                Some(
+                    values
+                        .iter()
+                        .map(|v| match v {
+                            Value::Null => None,
+                            Value::Number(n) => n.as_f64().map(SortValue::Number),
+                            Value::Bool(b) => Some(SortValue::Number(if *b { 1.0 } else { 0.0 })),
+                            Value::String(s) => Some(SortValue::Text(s.clone())),
+                            other => Some(SortValue::Text(other.to_string())),
+                        })
+                        .collect(),
+                )
+            }
+            Some(other) => {
+                return Err(bad(
+                    "parsing_exception",
+                    format!("[search_after] must be an array, not {other}"),
+                ));
+            }
+        };
         Ok(Search {
+            sort,
+            search_after,
             query: body
                 .get("query")
                 .cloned()
@@ -182,8 +288,34 @@ impl Engine {
         let started = Instant::now();
         let search = Search::parse(body)?;
         let (snapshot, query) = self.prepare(principal, name, &search.query).await?;
-        let found = Self::run_query(snapshot.clone(), query, search.from + search.size).await?;
-        let page: Vec<_> = found.hits.iter().skip(search.from).collect();
+        let top = search.from + search.size;
+        let (found, total) = match search.sort.is_empty() && search.search_after.is_none() {
+            true => {
+                let found = Self::run_query(snapshot.clone(), query, top).await?;
+                let hits: Vec<SortedHit> = found
+                    .hits
+                    .iter()
+                    .map(|h| SortedHit {
+                        row_id: h.row_id,
+                        score: h.score,
+                        keys: Vec::new(),
+                    })
+                    .collect();
+                (hits, found.total)
+            }
+            false => {
+                let sort = search.sort.clone();
+                let after = search.search_after.clone();
+                let snapshot = snapshot.clone();
+                tokio::task::spawn_blocking(move || {
+                    snapshot.search_sorted(query.as_ref(), &sort, after.as_deref(), top)
+                })
+                .await
+                .map_err(|e| Error::Internal(format!("a search task failed: {e}")))??
+            }
+        };
+        let scored = search.sort.is_empty() || search.sort.iter().any(|s| s.by == SortBy::Score);
+        let page: Vec<&SortedHit> = found.iter().skip(search.from).collect();
         let ids: Vec<u64> = page.iter().map(|h| h.row_id).collect();
         let rows = snapshot.rows_by_id(&ids, None).await?;
         let mut hits = Vec::with_capacity(page.len());
@@ -192,18 +324,34 @@ impl Engine {
             let mut entry = Map::new();
             entry.insert("_index".into(), json!(name));
             entry.insert("_id".into(), json!(id));
-            entry.insert("_score".into(), json!(hit.score));
+            entry.insert(
+                "_score".into(),
+                if scored {
+                    json!(hit.score)
+                } else {
+                    Value::Null
+                },
+            );
             if !search.source.none {
                 entry.insert("_source".into(), source);
             }
+            if !search.sort.is_empty() {
+                entry.insert(
+                    "sort".into(),
+                    Value::Array(hit.keys.iter().map(sort_json).collect()),
+                );
+            }
             hits.push(Value::Object(entry));
         }
-        let max_score = found.hits.first().map(|h| h.score);
+        let max_score = match scored {
+            true => found.iter().map(|h| h.score).reduce(f32::max),
+            false => None,
+        };
         let mut hits_body = Map::new();
         if let Some(limit) = search.track_total_hits {
-            let (value, relation) = match found.total > limit {
+            let (value, relation) = match total > limit {
                 true => (limit, "gte"),
-                false => (found.total, "eq"),
+                false => (total, "eq"),
             };
             hits_body.insert(
                 "total".into(),

@@ -227,6 +227,32 @@ impl DocsIndex {
     }
 }
 
+impl super::TableSnapshot {
+    /// Calls `run` with every document index of the snapshot (each segment's, then each
+    /// memtable batch's, built on first use) and the row ids deleted from it.
+    fn each_docs_index(
+        &self,
+        run: &mut impl FnMut(&DocsIndex, Arc<roaring::RoaringTreemap>) -> Result<()>,
+    ) -> Result<()> {
+        for segment in &self.segments {
+            let index = segment
+                .index
+                .as_ref()
+                .and_then(|i| i.docs.as_ref())
+                .ok_or_else(|| {
+                    index_error(format!("segment {} has no document index", segment.seq))
+                })?;
+            run(index, segment.deleted.clone())?;
+        }
+        for batch in &self.memtable {
+            if let Some(index) = batch.docs_index(self.index.as_deref())? {
+                run(&index, batch.deleted.clone())?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The best hits of a document query over a snapshot, and how many live rows match.
 #[derive(Clone, Debug, Default)]
 pub struct DocsHits {
@@ -275,21 +301,7 @@ impl super::TableSnapshot {
             }
             Ok(())
         };
-        for segment in &self.segments {
-            let index = segment
-                .index
-                .as_ref()
-                .and_then(|i| i.docs.as_ref())
-                .ok_or_else(|| {
-                    index_error(format!("segment {} has no document index", segment.seq))
-                })?;
-            run(index, segment.deleted.clone())?;
-        }
-        for batch in &self.memtable {
-            if let Some(index) = batch.docs_index(self.index.as_deref())? {
-                run(&index, batch.deleted.clone())?;
-            }
-        }
+        self.each_docs_index(&mut run)?;
         out.hits.sort_by(|a, b| {
             b.score
                 .total_cmp(&a.score)
@@ -297,5 +309,213 @@ impl super::TableSnapshot {
         });
         out.hits.truncate(top);
         Ok(out)
+    }
+}
+
+/// What a sorted search sorts by.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SortBy {
+    /// Relevance.
+    Score,
+    /// The order records were written in (row id).
+    Doc,
+    /// A field's value: numbers, dates (as Unix milliseconds) and booleans (0, 1) by value,
+    /// strings after them, by bytes.
+    Field(String),
+}
+
+/// One sort criterion.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SortSpec {
+    pub by: SortBy,
+    pub descending: bool,
+    /// Records without a value come first (`missing: _first`); by default, last.
+    pub missing_first: bool,
+}
+
+/// A sort value of a hit.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SortValue {
+    Number(f64),
+    Text(String),
+}
+
+impl SortValue {
+    fn cmp(&self, other: &SortValue) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        match (self, other) {
+            (SortValue::Number(a), SortValue::Number(b)) => a.total_cmp(b),
+            (SortValue::Text(a), SortValue::Text(b)) => a.cmp(b),
+            (SortValue::Number(_), SortValue::Text(_)) => Ordering::Less,
+            (SortValue::Text(_), SortValue::Number(_)) => Ordering::Greater,
+        }
+    }
+}
+
+/// A hit of a sorted search, with its sort values (one per criterion; `None`: missing).
+#[derive(Clone, Debug)]
+pub struct SortedHit {
+    pub row_id: u64,
+    pub score: f32,
+    pub keys: Vec<Option<SortValue>>,
+}
+
+/// Orders two hits' keys by `sort`.
+pub fn compare_keys(
+    sort: &[SortSpec],
+    a: &[Option<SortValue>],
+    b: &[Option<SortValue>],
+) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    for (spec, (a, b)) in sort.iter().zip(a.iter().zip(b)) {
+        let order = match (a, b) {
+            (None, None) => Ordering::Equal,
+            // Missing values go last (or first), whatever the direction.
+            (None, Some(_)) => match spec.missing_first {
+                true => return Ordering::Less,
+                false => return Ordering::Greater,
+            },
+            (Some(_), None) => match spec.missing_first {
+                true => return Ordering::Greater,
+                false => return Ordering::Less,
+            },
+            (Some(a), Some(b)) => a.cmp(b),
+        };
+        let order = if spec.descending {
+            order.reverse()
+        } else {
+            order
+        };
+        if order != Ordering::Equal {
+            return order;
+        }
+    }
+    Ordering::Equal
+}
+
+/// The typed fast columns of one field in one tantivy segment.
+struct FieldColumns {
+    i64: Option<Column<i64>>,
+    f64: Option<Column<f64>>,
+    date: Option<Column<DateTime>>,
+    bool: Option<Column<bool>>,
+    str: Option<tantivy::columnar::StrColumn>,
+}
+
+impl FieldColumns {
+    fn open(reader: &tantivy::SegmentReader, path: &str) -> Result<FieldColumns> {
+        let fast = reader.fast_fields();
+        let name = format!("{KEYWORD_FIELD}.{path}");
+        Ok(FieldColumns {
+            i64: fast.column_opt::<i64>(&name).map_err(index_error)?,
+            f64: fast.column_opt::<f64>(&name).map_err(index_error)?,
+            date: fast.column_opt::<DateTime>(&name).map_err(index_error)?,
+            bool: fast.column_opt::<bool>(&name).map_err(index_error)?,
+            str: fast.str(&name).map_err(index_error)?,
+        })
+    }
+
+    fn value(&self, doc: tantivy::DocId) -> Option<SortValue> {
+        if let Some(v) = self.i64.as_ref().and_then(|c| c.first(doc)) {
+            return Some(SortValue::Number(v as f64));
+        }
+        if let Some(v) = self.f64.as_ref().and_then(|c| c.first(doc)) {
+            return Some(SortValue::Number(v));
+        }
+        if let Some(v) = self.date.as_ref().and_then(|c| c.first(doc)) {
+            return Some(SortValue::Number(v.into_timestamp_millis() as f64));
+        }
+        if let Some(v) = self.bool.as_ref().and_then(|c| c.first(doc)) {
+            return Some(SortValue::Number(if v { 1.0 } else { 0.0 }));
+        }
+        let column = self.str.as_ref()?;
+        let ord = column.ords().first(doc)?;
+        let mut text = String::new();
+        column.ord_to_str(ord, &mut text).ok()?;
+        Some(SortValue::Text(text))
+    }
+}
+
+impl super::TableSnapshot {
+    /// Runs `query` and sorts every live match by `sort` (then by row id): the first `top`
+    /// hits after `after` (the sort values of the last hit of the previous page), and the
+    /// count of all matches.
+    pub fn search_sorted(
+        &self,
+        query: &dyn tantivy::query::Query,
+        sort: &[SortSpec],
+        after: Option<&[Option<SortValue>]>,
+        top: usize,
+    ) -> Result<(Vec<SortedHit>, u64)> {
+        use tantivy::collector::{Count, FilterCollector, TopDocs};
+        let mut all: Vec<SortedHit> = Vec::new();
+        let mut total = 0u64;
+        let mut run = |index: &DocsIndex, deleted: Arc<roaring::RoaringTreemap>| -> Result<()> {
+            let live = deleted.clone();
+            let count = FilterCollector::new(
+                ROW_ID_FIELD.to_owned(),
+                move |id: u64| !live.contains(id),
+                Count,
+            );
+            let matches = index.searcher.search(query, &count).map_err(index_error)?;
+            total += matches as u64;
+            if matches == 0 {
+                return Ok(());
+            }
+            let every = FilterCollector::new(
+                ROW_ID_FIELD.to_owned(),
+                move |id: u64| !deleted.contains(id),
+                TopDocs::with_limit(matches).order_by_score(),
+            );
+            let found = index.searcher.search(query, &every).map_err(index_error)?;
+            let mut columns: Vec<Option<Vec<Option<FieldColumns>>>> =
+                (0..index.searcher.segment_readers().len())
+                    .map(|_| None)
+                    .collect();
+            for (score, address) in found {
+                let segment = address.segment_ord as usize;
+                let row_id = index
+                    .row_ids
+                    .get(segment)
+                    .and_then(|c| c.first(address.doc_id))
+                    .ok_or_else(|| index_error("a document without a row id"))?;
+                if columns[segment].is_none() {
+                    let reader = index.searcher.segment_reader(address.segment_ord);
+                    let opened = sort
+                        .iter()
+                        .map(|spec| match &spec.by {
+                            SortBy::Field(path) => FieldColumns::open(reader, path).map(Some),
+                            _ => Ok(None),
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    columns[segment] = Some(opened);
+                }
+                let fields = columns[segment].as_ref().map_or(&[][..], |c| &c[..]);
+                let keys = sort
+                    .iter()
+                    .zip(fields)
+                    .map(|(spec, column)| match &spec.by {
+                        SortBy::Score => Some(SortValue::Number(score as f64)),
+                        SortBy::Doc => Some(SortValue::Number(row_id as f64)),
+                        SortBy::Field(_) => column.as_ref().and_then(|c| c.value(address.doc_id)),
+                    })
+                    .collect();
+                all.push(SortedHit {
+                    row_id,
+                    score,
+                    keys,
+                });
+            }
+            Ok(())
+        };
+        self.each_docs_index(&mut run)?;
+        if let Some(after) = after {
+            all.retain(|hit| compare_keys(sort, &hit.keys, after) == std::cmp::Ordering::Greater);
+        }
+        all.sort_by(|a, b| {
+            compare_keys(sort, &a.keys, &b.keys).then_with(|| a.row_id.cmp(&b.row_id))
+        });
+        all.truncate(top);
+        Ok((all, total))
     }
 }
