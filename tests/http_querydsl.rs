@@ -336,6 +336,19 @@ async fn paging_scores_source_filtering_and_totals() {
         Some(json!({"method": "GET", "status": 200, "user": {"name": "ann"}}))
     );
 
+    // terminate_after: only the first matches in write order count.
+    let body = json!({"terminate_after": 4, "query": {"term": {"method": "GET"}}});
+    let answer = client.send("POST", "/logs/_search", Some(&body)).await;
+    assert_eq!(answer.body["terminated_early"], true, "{answer:?}");
+    assert_eq!(answer.body["hits"]["total"]["value"], 4);
+    let found: BTreeSet<&str> = answer.body["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(found, BTreeSet::from(["r0", "r1", "r3", "r5"]));
+
     // track_total_hits.
     let totals = |value: Value| {
         let client = client.clone();
@@ -398,7 +411,14 @@ async fn bad_searches_are_refused_with_the_reason() {
             json!({"colour": 1}),
             "Unknown key for a search body [colour]",
         ),
-        (json!({"aggs": {}}), "[aggs] is not supported yet"),
+        (
+            json!({"terminate_after": "x"}),
+            "[terminate_after] must be a non-negative integer",
+        ),
+        (
+            json!({"aggs": {"a": {"nope": {}}}}),
+            "unknown aggregation type [nope]",
+        ),
         (
             json!({"query": {"query_string": {"query": "a:(b"}}}),
             "Failed to parse query",
@@ -563,4 +583,164 @@ async fn sort_in_both_forms_and_search_after_pages() {
             .unwrap()
             .contains("search_after has 2 value(s) but sort has 1")
     );
+}
+
+#[tokio::test]
+async fn aggregations_with_sub_aggregations() {
+    let (_dir, _server, client) = with_logs().await;
+    let body = json!({
+        "size": 0,
+        "query": {"range": {"@timestamp": {"gte": "now-1d"}}},
+        "aggs": {
+            "avg_bytes": {"avg": {"field": "bytes"}},
+            "total_bytes": {"sum": {"field": "bytes"}},
+            "least": {"min": {"field": "bytes"}},
+            "most": {"max": {"field": "bytes"}},
+            "methods_seen": {"cardinality": {"field": "method"}},
+            "methods": {
+                "terms": {"field": "method.keyword"},
+                "aggs": {"bytes": {"avg": {"field": "bytes"}}},
+            },
+            "statuses": {"terms": {"field": "status", "size": 2}},
+            "hourly": {"date_histogram": {"field": "@timestamp", "fixed_interval": "1h"}},
+            "daily": {"date_histogram": {"field": "@timestamp", "calendar_interval": "day"}},
+            "sizes": {"range": {"field": "bytes", "ranges": [{"to": 200}, {"from": 200, "to": 1000}, {"from": 1000}]}},
+            "recent": {"range": {"field": "@timestamp", "ranges": [{"from": "now-150m"}]}},
+            "errors": {
+                "filters": {"filters": {
+                    "client": {"range": {"status": {"gte": 400, "lt": 500}}},
+                    "server": {"range": {"status": {"gte": 500}}},
+                }},
+                "aggs": {"largest": {"max": {"field": "bytes"}}},
+            },
+            "listed": {"filters": {"filters": [{"term": {"method": "GET"}}, {"match": {"message": "cache"}}]}},
+            "byte_stats": {"stats": {"field": "bytes"}},
+            "status_classes": {"histogram": {"field": "status", "interval": 100}},
+            "counted": {"value_count": {"field": "user.name"}},
+        },
+    });
+    let answer = client.send("POST", "/logs/_search", Some(&body)).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let aggs = &answer.body["aggregations"];
+    assert_eq!(answer.body["hits"]["hits"], json!([]));
+    assert_eq!(answer.body["hits"]["total"]["value"], 12);
+    assert_eq!(aggs["avg_bytes"]["value"], 3617.5);
+    assert_eq!(aggs["total_bytes"]["value"], 43410.0);
+    assert_eq!(aggs["least"]["value"], 0.0);
+    assert_eq!(aggs["most"]["value"], 20480.0);
+    assert_eq!(aggs["methods_seen"]["value"], 4);
+    // Terms: by count, then by key; sub-aggregations in each bucket.
+    let methods: Vec<(Value, Value, Value)> = aggs["methods"]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["key"].clone(),
+                b["doc_count"].clone(),
+                b["bytes"]["value"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            (json!("GET"), json!(8), json!(5268.75)),
+            (json!("POST"), json!(2), json!(555.0)),
+            (json!("DELETE"), json!(1), json!(0.0)),
+            (json!("PUT"), json!(1), json!(150.0)),
+        ]
+    );
+    assert_eq!(
+        aggs["statuses"]["buckets"],
+        json!([{"key": 200, "doc_count": 4}, {"key": 404, "doc_count": 2}])
+    );
+    assert_eq!(aggs["statuses"]["sum_other_doc_count"], 6);
+    // One record an hour: twelve hourly buckets of one, on hour boundaries.
+    let hourly = aggs["hourly"]["buckets"].as_array().unwrap();
+    assert_eq!(hourly.len(), 12);
+    for bucket in hourly {
+        assert_eq!(bucket["doc_count"], 1);
+        let key = bucket["key"].as_i64().unwrap();
+        assert_eq!(key % 3_600_000, 0);
+        let text = bucket["key_as_string"].as_str().unwrap();
+        assert!(text.ends_with(":00:00.000Z"), "{text}");
+    }
+    let daily: i64 = aggs["daily"]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["doc_count"].as_i64().unwrap())
+        .sum();
+    assert_eq!(daily, 12);
+    let sizes: Vec<(Value, Value)> = aggs["sizes"]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["key"].clone(), b["doc_count"].clone()))
+        .collect();
+    assert_eq!(
+        sizes,
+        [
+            (json!("*-200"), json!(4)),
+            (json!("200-1000"), json!(4)),
+            (json!("1000-*"), json!(4)),
+        ]
+    );
+    // A range of dates, with date math: only the range asked for, in milliseconds.
+    let recent = aggs["recent"]["buckets"].as_array().unwrap();
+    assert_eq!(recent.len(), 1, "{recent:?}");
+    assert_eq!(recent[0]["doc_count"], 3);
+    assert!(recent[0]["from"].is_i64());
+    assert!(recent[0]["key"].as_str().unwrap().ends_with("Z-*"));
+
+    let stats = &aggs["byte_stats"];
+    assert_eq!(
+        (&stats["count"], &stats["min"], &stats["max"], &stats["sum"]),
+        (&json!(12), &json!(0.0), &json!(20480.0), &json!(43410.0))
+    );
+    let classes: Vec<(i64, i64)> = aggs["status_classes"]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["key"].as_i64().unwrap(), b["doc_count"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(classes, [(200, 6), (300, 1), (400, 3), (500, 2)]);
+    assert_eq!(aggs["counted"]["value"], 9);
+
+    // Filters: keyed or listed buckets, with sub-aggregations.
+    assert_eq!(
+        aggs["errors"]["buckets"],
+        json!({
+            "client": {"doc_count": 3, "largest": {"value": 310.0}},
+            "server": {"doc_count": 2, "largest": {"value": 150.0}},
+        })
+    );
+    assert_eq!(
+        aggs["listed"]["buckets"],
+        json!([{"doc_count": 8}, {"doc_count": 3}])
+    );
+
+    // The query scopes them.
+    let body = json!({
+        "size": 0,
+        "query": {"term": {"method": "GET"}},
+        "aggs": {"statuses": {"terms": {"field": "status"}}},
+    });
+    let answer = client.send("POST", "/logs/_search", Some(&body)).await;
+    let keys: Vec<i64> = answer.body["aggregations"]["statuses"]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["key"].as_i64().unwrap())
+        .collect();
+    assert_eq!(keys, [200, 404, 304, 500], "{answer:?}");
+    let refused = client
+        .send(
+            "POST",
+            "/logs/_search",
+            Some(&json!({"aggs": {"m": {"date_histogram": {"field": "@timestamp", "calendar_interval": "month"}}}})),
+        )
+        .await;
+    assert_eq!(refused.status, 400, "{refused:?}");
 }

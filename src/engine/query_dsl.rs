@@ -5,8 +5,9 @@
 use std::{sync::Arc, time::Instant};
 
 use serde_json::{Map, Value, json};
+use strata_projections::table::dsl::tantivy_query;
 use strata_projections::table::{
-    TableSnapshot,
+    TableSnapshot, aggs,
     docs::{DocsHits, SortBy, SortSpec, SortValue, SortedHit},
     dsl::{self, DslQuery},
 };
@@ -33,11 +34,14 @@ const SEARCH_KEYS: &[&str] = &[
     "timeout",
     "sort",
     "search_after",
+    "aggs",
+    "aggregations",
+    "terminate_after",
 ];
 
 /// Keys of a search body Elasticsearch reads that this server does not serve yet: a 400 that
 /// says so rather than an answer that ignores them.
-const NOT_YET: &[&str] = &["aggs", "aggregations", "terminate_after"];
+const NOT_YET: &[&str] = &[];
 
 fn bad(kind: &str, reason: impl std::fmt::Display) -> Error {
     Error::BadRequest(format!("[{kind}] {reason}"))
@@ -54,6 +58,26 @@ struct Search {
     /// Empty: by relevance.
     sort: Vec<SortSpec>,
     search_after: Option<Vec<Option<SortValue>>>,
+    /// The body's `aggs` (or `aggregations`).
+    aggs: Option<Value>,
+    /// Count at most this many matches, the first in write order.
+    terminate_after: Option<usize>,
+}
+
+/// Which of a dataset's fields are dates, for aggregation bounds.
+struct DatasetFields<'a>(&'a strata_projections::catalog::TableDef);
+
+impl aggs::Fields for DatasetFields<'_> {
+    fn is_date(&self, field: &str) -> bool {
+        use strata_projections::schema::ColumnType;
+        self.0.columns.iter().any(|c| {
+            c.name == field
+                && matches!(
+                    c.data_type,
+                    ColumnType::Timestamp { .. } | ColumnType::Date32
+                )
+        })
+    }
 }
 
 /// Reads a search body's `sort`: `"_score"`, `"field"`, `{"field": "asc"|"desc"}`,
@@ -228,7 +252,17 @@ impl Search {
                 ));
             }
         };
+        let aggs = body
+            .get("aggs")
+            .or_else(|| body.get("aggregations"))
+            .cloned();
+        let terminate_after = match body.get("terminate_after") {
+            None | Some(Value::Null) => None,
+            Some(_) => Some(usize_of(body, "terminate_after", 0)?).filter(|n| *n > 0),
+        };
         Ok(Search {
+            terminate_after,
+            aggs,
             sort,
             search_after,
             query: body
@@ -288,8 +322,26 @@ impl Engine {
         let started = Instant::now();
         let search = Search::parse(body)?;
         let (snapshot, query) = self.prepare(principal, name, &search.query).await?;
+        let aggregations = match &search.aggs {
+            None => None,
+            Some(request) => {
+                let snapshot = snapshot.clone();
+                let query = query.box_clone();
+                let request = request.clone();
+                let now = chrono::Utc::now().timestamp_millis();
+                let result = tokio::task::spawn_blocking(move || {
+                    aggregate(&snapshot, query.as_ref(), &request, now)
+                })
+                .await
+                .map_err(|e| Error::Internal(format!("an aggregation task failed: {e}")))?;
+                Some(result?)
+            }
+        };
         let top = search.from + search.size;
-        let (found, total) = match search.sort.is_empty() && search.search_after.is_none() {
+        let plain = search.sort.is_empty()
+            && search.search_after.is_none()
+            && search.terminate_after.is_none();
+        let (found, total) = match plain {
             true => {
                 let found = Self::run_query(snapshot.clone(), query, top).await?;
                 let hits: Vec<SortedHit> = found
@@ -304,11 +356,19 @@ impl Engine {
                 (hits, found.total)
             }
             false => {
-                let sort = search.sort.clone();
+                let sort = match search.sort.is_empty() {
+                    true => vec![SortSpec {
+                        by: SortBy::Score,
+                        descending: true,
+                        missing_first: false,
+                    }],
+                    false => search.sort.clone(),
+                };
+                let limit = search.terminate_after;
                 let after = search.search_after.clone();
                 let snapshot = snapshot.clone();
                 tokio::task::spawn_blocking(move || {
-                    snapshot.search_sorted(query.as_ref(), &sort, after.as_deref(), top)
+                    snapshot.search_sorted(query.as_ref(), &sort, after.as_deref(), top, limit)
                 })
                 .await
                 .map_err(|e| Error::Internal(format!("a search task failed: {e}")))??
@@ -360,12 +420,19 @@ impl Engine {
         }
         hits_body.insert("max_score".into(), json!(max_score));
         hits_body.insert("hits".into(), Value::Array(hits));
-        Ok(json!({
+        let mut answer = json!({
             "took": started.elapsed().as_millis() as u64,
             "timed_out": false,
             "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
             "hits": hits_body,
-        }))
+        });
+        if let Some(limit) = search.terminate_after {
+            answer["terminated_early"] = json!(total >= limit as u64);
+        }
+        if let Some(aggregations) = aggregations {
+            answer["aggregations"] = aggregations;
+        }
+        Ok(answer)
     }
 
     /// /{dataset}/_count: the live records `body`'s query (all without one) matches.
@@ -399,4 +466,93 @@ impl Engine {
         let (snapshot, query) = self.prepare(principal, name, &query).await?;
         Ok(Self::run_query(snapshot, query, 0).await?.total)
     }
+}
+
+/// Runs a search body's `aggs` over what `query` matches. `filters` aggregations (at this level)
+/// run each bucket's query with the search's; the others go to tantivy together.
+fn aggregate(
+    snapshot: &TableSnapshot,
+    query: &dyn tantivy_query::Query,
+    request: &Value,
+    now: i64,
+) -> Result<Value> {
+    let Value::Object(named) = request else {
+        return Err(bad(
+            "illegal_argument_exception",
+            "[aggs] must be an object of named aggregations",
+        ));
+    };
+    let index_error = |error: strata_projections::Error| match error {
+        strata_projections::Error::Index(reason) => bad("illegal_argument_exception", reason),
+        other => Error::Projection(other),
+    };
+    let (filters, native): (Vec<_>, Vec<_>) = named
+        .iter()
+        .partition(|(_, agg)| agg.get("filters").is_some());
+    let mut answer = match native.is_empty() {
+        true => json!({}),
+        false => {
+            let native: Map<String, Value> = native
+                .into_iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let translated =
+                aggs::translate(&Value::Object(native), &DatasetFields(&snapshot.table), now)
+                    .map_err(|error| bad(error.kind, error.reason))?;
+            snapshot
+                .aggregate(query, &translated)
+                .map_err(index_error)?
+        }
+    };
+    let schema = snapshot
+        .index
+        .as_ref()
+        .and_then(|i| i.docs.clone())
+        .ok_or_else(|| Error::Internal("a dataset without a document index".to_owned()))?;
+    for (name, agg) in filters {
+        let spec = &agg["filters"];
+        if spec.get("other_bucket").and_then(Value::as_bool) == Some(true)
+            || spec.get("other_bucket_key").is_some()
+        {
+            return Err(bad(
+                "illegal_argument_exception",
+                format!("[other_bucket] of filters aggregation [{name}] is not supported yet"),
+            ));
+        }
+        let sub = agg.get("aggs").or_else(|| agg.get("aggregations"));
+        let bucket_of = |filter: &Value| -> Result<Value> {
+            let filter = dsl::compile(&schema, filter, now)
+                .map_err(|error| bad(error.kind, error.reason))?;
+            let combined = dsl::both(query.box_clone(), filter);
+            let count = snapshot
+                .search_documents(combined.as_ref(), 0)
+                .map_err(index_error)?
+                .total;
+            let mut bucket = match sub {
+                Some(sub) => aggregate(snapshot, combined.as_ref(), sub, now)?,
+                None => json!({}),
+            };
+            bucket["doc_count"] = json!(count);
+            Ok(bucket)
+        };
+        let buckets = match &spec["filters"] {
+            Value::Object(keyed) => Value::Object(
+                keyed
+                    .iter()
+                    .map(|(key, filter)| Ok((key.clone(), bucket_of(filter)?)))
+                    .collect::<Result<Map<String, Value>>>()?,
+            ),
+            Value::Array(list) => Value::Array(list.iter().map(bucket_of).collect::<Result<_>>()?),
+            other => {
+                return Err(bad(
+                    "illegal_argument_exception",
+                    format!(
+                        "[filters] of [{name}] must be an object or a list of queries, not {other}"
+                    ),
+                ));
+            }
+        };
+        answer[name] = json!({ "buckets": buckets });
+    }
+    Ok(answer)
 }

@@ -230,7 +230,7 @@ impl DocsIndex {
 impl super::TableSnapshot {
     /// Calls `run` with every document index of the snapshot (each segment's, then each
     /// memtable batch's, built on first use) and the row ids deleted from it.
-    fn each_docs_index(
+    pub(crate) fn each_docs_index(
         &self,
         run: &mut impl FnMut(&DocsIndex, Arc<roaring::RoaringTreemap>) -> Result<()>,
     ) -> Result<()> {
@@ -439,13 +439,15 @@ impl FieldColumns {
 impl super::TableSnapshot {
     /// Runs `query` and sorts every live match by `sort` (then by row id): the first `top`
     /// hits after `after` (the sort values of the last hit of the previous page), and the
-    /// count of all matches.
+    /// count of all matches. With `terminate_after` N, only the first N matches in write
+    /// order count (Elasticsearch stops collecting after N per shard).
     pub fn search_sorted(
         &self,
         query: &dyn tantivy::query::Query,
         sort: &[SortSpec],
         after: Option<&[Option<SortValue>]>,
         top: usize,
+        terminate_after: Option<usize>,
     ) -> Result<(Vec<SortedHit>, u64)> {
         use tantivy::collector::{Count, FilterCollector, TopDocs};
         let mut all: Vec<SortedHit> = Vec::new();
@@ -509,6 +511,11 @@ impl super::TableSnapshot {
             Ok(())
         };
         self.each_docs_index(&mut run)?;
+        if let Some(limit) = terminate_after {
+            all.sort_by_key(|hit| hit.row_id);
+            all.truncate(limit);
+            total = total.min(limit as u64);
+        }
         if let Some(after) = after {
             all.retain(|hit| compare_keys(sort, &hit.keys, after) == std::cmp::Ordering::Greater);
         }

@@ -41,6 +41,9 @@ fn parsing(reason: impl Into<String>) -> DslError {
 /// A compiled query, ready to run over any of a dataset's document indexes.
 pub type DslQuery = Box<dyn Query>;
 
+/// tantivy's query trait, for callers that hold compiled queries.
+pub use tantivy::query as tantivy_query;
+
 type Compiled = Result<DslQuery, DslError>;
 
 /// Compiles the Query DSL `query` (the value of a search body's `query`); `now` (Unix
@@ -536,6 +539,11 @@ fn scalar_text(field: &str, value: &Value) -> Result<String, DslError> {
             "the query of [{field}] must be a string, number or boolean, not {other}"
         ))),
     }
+}
+
+/// Records both queries match (a `filters` aggregation's bucket within a search's query).
+pub fn both(a: DslQuery, b: DslQuery) -> DslQuery {
+    Box::new(BooleanQuery::intersection(vec![a, b]))
 }
 
 /// Any of `queries` (a union: scores add up).
