@@ -36,12 +36,12 @@ fn pyarrow_appends_and_reads_arrow_ipc() {
     assert!(String::from_utf8_lossy(&output.stdout).contains("pyarrow client: ok"));
 }
 
-#[test]
-fn botocore_signs_platform_requests() {
+/// Runs a platform client script against a live server with a root user; asserts that it says
+/// `done`.
+fn run_platform_client(script: &str, done: &str) {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &[]);
     let root = root_user(dir.path(), "acme");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/sigv4_client.py");
     let output = Command::new(python())
         .arg(script)
         .env("STRATA_PLATFORM_URL", &server.platform_url)
@@ -51,9 +51,28 @@ fn botocore_signs_platform_requests() {
         .unwrap();
     assert!(
         output.status.success(),
-        "the botocore client failed:\n{}\n{}",
+        "{script} failed:\n{}\n{}",
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(String::from_utf8_lossy(&output.stdout).contains("sigv4 client: ok"));
+    assert!(String::from_utf8_lossy(&output.stdout).contains(done));
+}
+
+#[test]
+fn botocore_signs_platform_requests() {
+    run_platform_client(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/sigv4_client.py"),
+        "sigv4 client: ok",
+    );
+}
+
+#[test]
+fn opensearch_py_ingests_searches_pages_counts_and_msearches() {
+    run_platform_client(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/clients/opensearch_client.py"
+        ),
+        "opensearch client: ok",
+    );
 }

@@ -744,3 +744,87 @@ async fn aggregations_with_sub_aggregations() {
         .await;
     assert_eq!(refused.status, 400, "{refused:?}");
 }
+
+#[tokio::test]
+async fn delete_by_query_in_its_forms() {
+    let (_dir, _server, client) = with_logs().await;
+    let deleted = |method: &'static str, path: String, body: Option<Value>| {
+        let client = client.clone();
+        async move {
+            let answer = client.send(method, &path, body.as_ref()).await;
+            assert_eq!(answer.status, 200, "{path}: {answer:?}");
+            answer.body["deleted"].as_u64().unwrap()
+        }
+    };
+    let time = |offset_minutes: i64| {
+        let at = chrono::Utc::now() + chrono::Duration::minutes(offset_minutes);
+        at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            .replace(':', "%3A")
+    };
+    // q in field:value form.
+    assert_eq!(
+        deleted("PATCH", "/logs?q=status%3A404".into(), None).await,
+        2
+    );
+    // A Query DSL body.
+    let body = json!({"query": {"term": {"method": "PUT"}}});
+    assert_eq!(deleted("PATCH", "/logs".into(), Some(body)).await, 1);
+    // A time window: from start_time to now.
+    let path = format!("/logs?start_time={}", time(-150));
+    assert_eq!(deleted("PATCH", path, None).await, 2);
+    // Criteria combined: q and end_time.
+    let path = format!("/logs?q=method%3AGET&end_time={}", time(-630));
+    assert_eq!(deleted("PATCH", path, None).await, 1);
+    // Elasticsearch's form.
+    let body = json!({"query": {"match": {"message": "cache"}}});
+    let answer = client
+        .send("POST", "/logs/_delete_by_query", Some(&body))
+        .await;
+    assert_eq!(
+        (
+            &answer.body["deleted"],
+            &answer.body["total"],
+            &answer.body["failures"]
+        ),
+        (&json!(2), &json!(2), &json!([])),
+        "{answer:?}"
+    );
+    assert_eq!(ids(&client, json!({"size": 100})).await, set(&[1, 2, 4, 8]));
+    // Nothing matched: nothing deleted.
+    assert_eq!(
+        deleted("PATCH", "/logs?q=status%3A999".into(), None).await,
+        0
+    );
+
+    for (path, body, status, needle) in [
+        ("/logs", None, 400, "needs a criterion"),
+        (
+            "/logs?start_time=yesterday",
+            None,
+            400,
+            "not an RFC 3339 time",
+        ),
+        (
+            "/logs",
+            Some(json!({"colour": 1})),
+            400,
+            "unknown key [colour]",
+        ),
+        (
+            "/logs",
+            Some(json!({"query": {"nope": {}}})),
+            400,
+            "unknown query [nope]",
+        ),
+        ("/nowhere?q=a%3Ab", None, 404, "does not exist"),
+    ] {
+        let answer = client.send("PATCH", path, body.as_ref()).await;
+        assert_eq!(answer.status, status, "{path}: {answer:?}");
+        let message = answer.body["message"].as_str().unwrap();
+        assert!(message.contains(needle), "{path}: {message}");
+    }
+    assert_eq!(
+        client.send("GET", "/logs/_count", None).await.body["count"],
+        4
+    );
+}

@@ -29,8 +29,8 @@ use strata_projections::{
 };
 
 use super::{
-    Action, DatabaseGuard, Engine, Origin, PlatformPrincipal, datasets::check_name, leader::Permit,
-    quota::Counts,
+    Action, DatabaseGuard, Engine, Origin, PlatformPrincipal, TableRuntime, datasets::check_name,
+    leader::Permit, quota::Counts,
 };
 use crate::{
     documents::{
@@ -278,16 +278,9 @@ impl Engine {
             let (batch, placed) = columns::rows(&def, &candidates)
                 .map_err(|refusal| Error::BadRequest(refusal.reason))?;
             let table = self.table_runtime(&runtime, &def).await?;
-            let permit = match table.leader.try_permit(BULK_WAIT).await {
-                // Replaced by a runtime with grown columns while this request waited.
-                Err(Error::Unavailable(_)) if table.retired() => continue,
-                permit => permit?,
+            let Some(mut permit) = dataset_permit(&table, name).await? else {
+                continue;
             };
-            let mut permit = permit.ok_or_else(|| {
-                Error::Busy(format!(
-                    "dataset {name:?} is busy with other writes; retry after the Retry-After interval"
-                ))
-            })?;
             self.still_ready(&runtime)?;
             let current = runtime.catalog.snapshot().tables.get(name).cloned();
             match current {
@@ -470,6 +463,22 @@ fn resolve(
     })
 }
 
+/// The permit of dataset `name`'s leader, waiting at most [`BULK_WAIT`] for writes in flight;
+/// `None` when a runtime with grown columns replaced `table` meanwhile (plan again on it).
+async fn dataset_permit<'a>(
+    table: &'a TableRuntime,
+    name: &str,
+) -> Result<Option<Permit<'a, Arc<TableSnapshot>>>> {
+    match table.leader.try_permit(BULK_WAIT).await {
+        Err(Error::Unavailable(_)) if table.retired() => Ok(None),
+        Err(error) => Err(error),
+        Ok(Some(permit)) => Ok(Some(permit)),
+        Ok(None) => Err(Error::Busy(format!(
+            "dataset {name:?} is busy with other writes; retry after the Retry-After interval"
+        ))),
+    }
+}
+
 /// The live rows of `snapshot` whose `_id` is `id`.
 fn lookup(snapshot: &TableSnapshot, id: &str) -> Result<Slot> {
     let rows = snapshot.exact_match(ID_FIELD, id, &None)?;
@@ -487,4 +496,64 @@ fn vectors_among(snapshot: &TableSnapshot, ids: &RoaringTreemap) -> u64 {
         .chain(segments)
         .map(|(vectors, deleted)| ((vectors - deleted) & ids).len())
         .sum()
+}
+
+impl Engine {
+    /// Deletes, for good, the records of dataset `name` that the Query DSL `query` matches:
+    /// how many. Matched and tombstoned in one turn of the dataset's leader, as one event.
+    pub async fn delete_by_query(
+        &self,
+        principal: &PlatformPrincipal,
+        name: &str,
+        query: &serde_json::Value,
+        origin: &Origin,
+    ) -> Result<u64> {
+        self.authorize(principal, Action::RecordWrite, name)?;
+        let (runtime, def) = self.dataset(&principal.account, name).await?;
+        let deadline = tokio::time::Instant::now() + BULK_WAIT;
+        while tokio::time::Instant::now() < deadline {
+            let table = self.table_runtime(&runtime, &def).await?;
+            let Some(mut permit) = dataset_permit(&table, name).await? else {
+                continue;
+            };
+            self.still_ready(&runtime)?;
+            let snapshot = permit.snapshot();
+            let schema = snapshot
+                .index
+                .as_ref()
+                .and_then(|i| i.docs.clone())
+                .ok_or_else(|| {
+                    Error::Internal(format!("dataset {name:?} has no document index"))
+                })?;
+            let now = chrono::Utc::now().timestamp_millis();
+            let compiled = strata_projections::table::dsl::compile(&schema, query, now)
+                .map_err(|e| Error::BadRequest(format!("[{}] {}", e.kind, e.reason)))?;
+            let matched = {
+                let snapshot = snapshot.clone();
+                tokio::task::spawn_blocking(move || snapshot.matching_rows(compiled.as_ref()))
+                    .await
+                    .map_err(|e| Error::Internal(format!("a search task failed: {e}")))??
+            };
+            if matched.is_empty() {
+                return Ok(0);
+            }
+            let body = Body::RowsDeleted(RowsDeleted {
+                table_id: def.id.clone(),
+                row_ids: matched.iter().collect(),
+                vector_count: vectors_among(&snapshot, &matched),
+            });
+            match permit.write(body, origin).await {
+                Ok(after) => {
+                    self.record_usage(&runtime.account, &runtime.id, &def.id, Counts::of(&after));
+                    return Ok(matched.len());
+                }
+                Err(Error::Unavailable(_)) if table.retired() => continue,
+                Err(error) => return Err(error),
+            }
+        }
+        Err(Error::Busy(format!(
+            "dataset {name:?} stayed busy for {}s; retry",
+            BULK_WAIT.as_secs()
+        )))
+    }
 }

@@ -371,3 +371,129 @@ fn msearch_pairs(body: &Bytes) -> Result<Vec<SearchPair>, Error> {
         })
         .collect())
 }
+
+/// What PATCH /{dataset} takes in its query string (and, the same names, in its body).
+#[derive(Debug, Default, serde::Deserialize)]
+struct DeleteParams {
+    q: Option<String>,
+    start_time: Option<String>,
+    end_time: Option<String>,
+}
+
+/// The Query DSL query of a delete by query: every criterion given, all to hold. `q` is a
+/// query string (`field:value`); `start_time` and `end_time` (RFC 3339) bound `@timestamp`,
+/// `end_time` defaulting to now once either is given.
+fn delete_criteria(params: DeleteParams, body: &Value) -> Result<Value, Error> {
+    let text = |key: &str| -> Result<Option<String>, Error> {
+        match body.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(Error::BadRequest(format!(
+                "[{key}] must be a string, not {other}"
+            ))),
+        }
+    };
+    if let Value::Object(object) = body
+        && let Some(key) = object
+            .keys()
+            .find(|k| !matches!(k.as_str(), "query" | "start_time" | "end_time"))
+    {
+        return Err(Error::BadRequest(format!(
+            "unknown key [{key}]: a delete by query body has query, start_time and end_time"
+        )));
+    }
+    let mut must = Vec::new();
+    if let Some(q) = params.q {
+        must.push(json!({"query_string": {"query": q}}));
+    }
+    if let Some(query) = body.get("query").filter(|q| !q.is_null()) {
+        must.push(query.clone());
+    }
+    let start = text("start_time")?.or(params.start_time);
+    let end = text("end_time")?.or(params.end_time);
+    for (name, time) in [("start_time", &start), ("end_time", &end)] {
+        if let Some(time) = time
+            && chrono::DateTime::parse_from_rfc3339(time).is_err()
+        {
+            return Err(Error::BadRequest(format!(
+                "{name} {time:?} is not an RFC 3339 time (such as 2026-11-23T10:00:00Z)"
+            )));
+        }
+    }
+    if start.is_some() || end.is_some() {
+        let mut range = json!({"lte": end.unwrap_or_else(|| "now".to_owned())});
+        if let Some(start) = start {
+            range["gte"] = json!(start);
+        }
+        must.push(json!({"range": {"@timestamp": range}}));
+    }
+    if must.is_empty() {
+        return Err(Error::BadRequest(
+            "a delete by query needs a criterion: q, a query, start_time or end_time".to_owned(),
+        ));
+    }
+    Ok(json!({"bool": {"filter": must}}))
+}
+
+/// PATCH /{dataset}: deletes the records the criteria match, for good: `{"deleted": n}`.
+pub async fn delete_by_query(
+    State(state): State<AppState>,
+    Extension(principal): Extension<PlatformPrincipal>,
+    Extension(request_id): Extension<RequestId>,
+    name: Result<PathName, Error>,
+    uri: Uri,
+    body: Bytes,
+) -> Result<Response, PlatformError> {
+    let operation = "delete by query";
+    let failed = |error| PlatformError { operation, error };
+    let (name, body) = dataset_request(operation, name, &body)?;
+    let params: DeleteParams = serde_urlencoded::from_str(uri.query().unwrap_or(""))
+        .map_err(|e| failed(Error::BadRequest(format!("invalid query parameters: {e}"))))?;
+    let query = delete_criteria(params, &body).map_err(failed)?;
+    let deleted = state
+        .engine
+        .delete_by_query(&principal, &name, &query, &principal.origin(&request_id.0))
+        .await
+        .map_err(failed)?;
+    Ok(Json(json!({ "deleted": deleted })).into_response())
+}
+
+/// POST /{dataset}/_delete_by_query: the same, with a Query DSL body, answered as Elasticsearch
+/// answers.
+pub async fn es_delete_by_query(
+    State(state): State<AppState>,
+    Extension(principal): Extension<PlatformPrincipal>,
+    Extension(request_id): Extension<RequestId>,
+    name: Result<PathName, Error>,
+    body: Bytes,
+) -> Result<Response, PlatformError> {
+    let started = Instant::now();
+    let operation = "delete by query";
+    let failed = |error| PlatformError { operation, error };
+    let (name, body) = dataset_request(operation, name, &body)?;
+    let query = body.get("query").cloned().ok_or_else(|| {
+        failed(Error::BadRequest(
+            "[action_request_validation_exception] query is missing".to_owned(),
+        ))
+    })?;
+    let deleted = state
+        .engine
+        .delete_by_query(&principal, &name, &query, &principal.origin(&request_id.0))
+        .await
+        .map_err(failed)?;
+    Ok(Json(json!({
+        "took": started.elapsed().as_millis() as u64,
+        "timed_out": false,
+        "total": deleted,
+        "deleted": deleted,
+        "batches": if deleted > 0 { 1 } else { 0 },
+        "version_conflicts": 0,
+        "noops": 0,
+        "retries": {"bulk": 0, "search": 0},
+        "throttled_millis": 0,
+        "requests_per_second": -1.0,
+        "throttled_until_millis": 0,
+        "failures": [],
+    }))
+    .into_response())
+}

@@ -41,7 +41,8 @@ pub fn routes(state: AppState) -> Router {
             "/{name}",
             get(list_datasets)
                 .put(create_dataset)
-                .delete(delete_dataset),
+                .delete(delete_dataset)
+                .patch(documents::delete_by_query),
         )
         .route("/{name}/metadata", get(dataset_info))
         .route("/{name}/json", post(documents::dataset_bulk))
@@ -64,6 +65,10 @@ pub fn routes(state: AppState) -> Router {
             get(documents::search).post(documents::search),
         )
         .route("/{name}/querydsl", get(documents::search))
+        .route(
+            "/{name}/_delete_by_query",
+            post(documents::es_delete_by_query),
+        )
         .route(
             "/{name}/_count",
             get(documents::count).post(documents::count),

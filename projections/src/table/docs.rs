@@ -526,3 +526,37 @@ impl super::TableSnapshot {
         Ok((all, total))
     }
 }
+
+impl super::TableSnapshot {
+    /// The live rows `query` matches, in every segment and the memtable.
+    pub fn matching_rows(
+        &self,
+        query: &dyn tantivy::query::Query,
+    ) -> Result<roaring::RoaringTreemap> {
+        use tantivy::collector::{DocSetCollector, FilterCollector};
+        let mut out = roaring::RoaringTreemap::new();
+        self.each_docs_index(
+            &mut |index: &DocsIndex, deleted: Arc<roaring::RoaringTreemap>| {
+                let collector = FilterCollector::new(
+                    ROW_ID_FIELD.to_owned(),
+                    move |id: u64| !deleted.contains(id),
+                    DocSetCollector,
+                );
+                for address in index
+                    .searcher
+                    .search(query, &collector)
+                    .map_err(index_error)?
+                {
+                    let row_id = index
+                        .row_ids
+                        .get(address.segment_ord as usize)
+                        .and_then(|c| c.first(address.doc_id))
+                        .ok_or_else(|| index_error("a document without a row id"))?;
+                    out.insert(row_id);
+                }
+                Ok(())
+            },
+        )?;
+        Ok(out)
+    }
+}
