@@ -828,3 +828,56 @@ async fn delete_by_query_in_its_forms() {
         4
     );
 }
+
+#[tokio::test]
+async fn a_search_may_span_datasets() {
+    let (_dir, _server, client) = with_logs().await;
+    let more = [
+        json!({"index": {"_id": "b0"}}),
+        json!({"method": "GET", "status": 200, "bytes": 1}),
+        json!({"index": {"_id": "b1"}}),
+        json!({"method": "PATCH", "status": 200, "bytes": 2}),
+    ];
+    let written = client.send_ndjson("POST", "/logs-b/json", &more).await;
+    assert_eq!(written.body["errors"], false, "{written:?}");
+    let body = json!({
+        "query": {"term": {"status": 200}},
+        "sort": [{"bytes": "asc"}],
+        "size": 3,
+        "aggs": {"methods": {"terms": {"field": "method"}}},
+    });
+    for path in [
+        "/_search",
+        "/_all/_search",
+        "/logs*/_search",
+        "/logs,logs-b/_search",
+    ] {
+        let answer = client.send("POST", path, Some(&body)).await;
+        assert_eq!(answer.status, 200, "{path}: {answer:?}");
+        assert_eq!(answer.body["hits"]["total"]["value"], 6, "{path}");
+        let hits: Vec<(&str, &str)> = answer.body["hits"]["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| (h["_index"].as_str().unwrap(), h["_id"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            hits,
+            [("logs-b", "b0"), ("logs-b", "b1"), ("logs", "r0")],
+            "{path}"
+        );
+        let methods: Vec<(&str, i64)> = answer.body["aggregations"]["methods"]["buckets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| (b["key"].as_str().unwrap(), b["doc_count"].as_i64().unwrap()))
+            .collect();
+        assert_eq!(methods, [("GET", 5), ("PATCH", 1)], "{path}");
+    }
+    let missing = client
+        .send("POST", "/logs,nowhere/_search", Some(&body))
+        .await;
+    assert_eq!(missing.status, 404, "{missing:?}");
+    let none = client.send("POST", "/zzz*/_search", None).await;
+    assert_eq!(none.body["hits"]["total"]["value"], 0, "{none:?}");
+}

@@ -208,14 +208,15 @@ impl Engine {
         Ok((runtime, def))
     }
 
-    /// PUT /{dataset}: an empty dataset.
+    /// PUT /{dataset}: an empty dataset, with the columns its mappings declare.
     pub async fn create_dataset(
         &self,
         principal: &PlatformPrincipal,
         name: &str,
+        declared: Vec<ColumnDef>,
         origin: &Origin,
     ) -> Result<()> {
-        self.make_dataset(principal, name, origin, self.write_wait())
+        self.make_dataset(principal, name, declared, origin, self.write_wait())
             .await
     }
 
@@ -225,6 +226,7 @@ impl Engine {
         &self,
         principal: &PlatformPrincipal,
         name: &str,
+        declared: Vec<ColumnDef>,
         origin: &Origin,
         wait: std::time::Duration,
     ) -> Result<()> {
@@ -252,7 +254,7 @@ impl Engine {
         let created = TableCreated {
             name: name.to_owned(),
             table_id: uuid::Uuid::now_v7().to_string(),
-            columns: vec![
+            columns: [
                 Column {
                     name: ID_FIELD.to_owned(),
                     r#type: "utf8".to_owned(),
@@ -263,7 +265,14 @@ impl Engine {
                     r#type: "timestamp[ms,UTC]".to_owned(),
                     nullable: false,
                 },
-            ],
+            ]
+            .into_iter()
+            .chain(declared.iter().map(|c| Column {
+                name: c.name.clone(),
+                r#type: c.data_type.to_string(),
+                nullable: true,
+            }))
+            .collect(),
             exact_columns: vec![ID_FIELD.to_owned()],
             start_offset: self.log.high_water_mark(&partition).await?,
             database_id: database.id.clone(),

@@ -236,7 +236,10 @@ impl Engine {
             Ok(found) => found,
             Err(Error::DatasetNotFound(_)) if writes > 0 => {
                 // Like Elasticsearch, a write to a dataset that does not exist creates it.
-                match self.make_dataset(principal, name, origin, BULK_WAIT).await {
+                match self
+                    .make_dataset(principal, name, Vec::new(), origin, BULK_WAIT)
+                    .await
+                {
                     Ok(()) | Err(Error::DatasetExists(_)) => {}
                     Err(error) => return Err(error),
                 }

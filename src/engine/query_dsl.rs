@@ -5,7 +5,6 @@
 use std::{sync::Arc, time::Instant};
 
 use serde_json::{Map, Value, json};
-use strata_projections::table::dsl::tantivy_query;
 use strata_projections::table::{
     TableSnapshot, aggs,
     docs::{DocsHits, SortBy, SortSpec, SortValue, SortedHit},
@@ -64,13 +63,38 @@ struct Search {
     terminate_after: Option<usize>,
 }
 
-/// Which of a dataset's fields are dates, for aggregation bounds.
-struct DatasetFields<'a>(&'a strata_projections::catalog::TableDef);
+/// One dataset's part of a search.
+struct Found {
+    name: String,
+    snapshot: Arc<TableSnapshot>,
+    /// The search's query, compiled (the same for every dataset).
+    query: DslQuery,
+    /// Best first, each keyed by the search's sort (by score when it has none).
+    hits: Vec<SortedHit>,
+    total: u64,
+}
+
+impl Search {
+    /// The sort a sorted search runs: the body's, or by score.
+    fn effective_sort(&self) -> Vec<SortSpec> {
+        match self.sort.is_empty() {
+            true => vec![SortSpec {
+                by: SortBy::Score,
+                descending: true,
+                missing_first: false,
+            }],
+            false => self.sort.clone(),
+        }
+    }
+}
+
+/// Which fields of the searched datasets are dates (in any of them), for aggregation bounds.
+struct DatasetFields<'a>(Vec<&'a strata_projections::catalog::TableDef>);
 
 impl aggs::Fields for DatasetFields<'_> {
     fn is_date(&self, field: &str) -> bool {
         use strata_projections::schema::ColumnType;
-        self.0.columns.iter().any(|c| {
+        self.0.iter().flat_map(|def| &def.columns).any(|c| {
             c.name == field
                 && matches!(
                     c.data_type,
@@ -312,61 +336,39 @@ impl Engine {
             .map_err(Error::Projection)
     }
 
-    /// A Query DSL search of dataset `name`: the response body.
-    pub async fn search_dataset(
+    /// What one dataset contributes to a search: its snapshot, its best `from + size` hits (in
+    /// the search's order), and how many records match.
+    async fn search_one(
         &self,
         principal: &PlatformPrincipal,
         name: &str,
-        body: &Value,
-    ) -> Result<Value> {
-        let started = Instant::now();
-        let search = Search::parse(body)?;
+        search: &Search,
+    ) -> Result<Found> {
         let (snapshot, query) = self.prepare(principal, name, &search.query).await?;
-        let aggregations = match &search.aggs {
-            None => None,
-            Some(request) => {
-                let snapshot = snapshot.clone();
-                let query = query.box_clone();
-                let request = request.clone();
-                let now = chrono::Utc::now().timestamp_millis();
-                let result = tokio::task::spawn_blocking(move || {
-                    aggregate(&snapshot, query.as_ref(), &request, now)
-                })
-                .await
-                .map_err(|e| Error::Internal(format!("an aggregation task failed: {e}")))?;
-                Some(result?)
-            }
-        };
         let top = search.from + search.size;
         let plain = search.sort.is_empty()
             && search.search_after.is_none()
             && search.terminate_after.is_none();
-        let (found, total) = match plain {
+        let (hits, total) = match plain {
             true => {
-                let found = Self::run_query(snapshot.clone(), query, top).await?;
-                let hits: Vec<SortedHit> = found
+                let found = Self::run_query(snapshot.clone(), query.box_clone(), top).await?;
+                let hits = found
                     .hits
                     .iter()
                     .map(|h| SortedHit {
                         row_id: h.row_id,
                         score: h.score,
-                        keys: Vec::new(),
+                        keys: vec![Some(SortValue::Number(f64::from(h.score)))],
                     })
                     .collect();
                 (hits, found.total)
             }
             false => {
-                let sort = match search.sort.is_empty() {
-                    true => vec![SortSpec {
-                        by: SortBy::Score,
-                        descending: true,
-                        missing_first: false,
-                    }],
-                    false => search.sort.clone(),
-                };
+                let sort = search.effective_sort();
                 let limit = search.terminate_after;
                 let after = search.search_after.clone();
                 let snapshot = snapshot.clone();
+                let query = query.box_clone();
                 tokio::task::spawn_blocking(move || {
                     snapshot.search_sorted(query.as_ref(), &sort, after.as_deref(), top, limit)
                 })
@@ -374,15 +376,132 @@ impl Engine {
                 .map_err(|e| Error::Internal(format!("a search task failed: {e}")))??
             }
         };
+        Ok(Found {
+            name: name.to_owned(),
+            snapshot,
+            query,
+            hits,
+            total,
+        })
+    }
+
+    /// The datasets a search names: one, a comma-separated list, globs (`logs-*`), or all
+    /// (`None`, `_all`, `*`). A name without a glob that does not exist is a 404.
+    async fn searched_datasets(
+        &self,
+        principal: &PlatformPrincipal,
+        names: Option<&str>,
+    ) -> Result<Vec<String>> {
+        let patterns: Vec<&str> = match names.map(str::trim) {
+            None | Some("") | Some("_all") | Some("*") => vec!["*"],
+            Some(names) => names.split(',').map(str::trim).collect(),
+        };
+        if let [one] = patterns.as_slice()
+            && !one.contains('*')
+        {
+            return Ok(vec![(*one).to_owned()]);
+        }
+        let all: Vec<String> = self
+            .dataset_defs(principal, None)
+            .await?
+            .iter()
+            .map(|def| def.name.clone())
+            .collect();
+        let mut chosen = Vec::new();
+        for pattern in patterns {
+            if !pattern.contains('*') && !all.iter().any(|n| n == pattern) {
+                return Err(Error::DatasetNotFound(pattern.to_owned()));
+            }
+            for name in all
+                .iter()
+                .filter(|n| crate::keys::pattern_matches(pattern, n))
+            {
+                if !chosen.contains(name) {
+                    chosen.push(name.clone());
+                }
+            }
+        }
+        Ok(chosen)
+    }
+
+    /// A Query DSL search of the datasets `names` names (see [`Self::searched_datasets`]): the
+    /// response body. Hits of several datasets merge in the search's order; aggregations need
+    /// one dataset.
+    pub async fn search_dataset(
+        &self,
+        principal: &PlatformPrincipal,
+        names: Option<&str>,
+        body: &Value,
+    ) -> Result<Value> {
+        let started = Instant::now();
+        let search = Search::parse(body)?;
+        let datasets = self.searched_datasets(principal, names).await?;
+        let mut found = Vec::with_capacity(datasets.len());
+        for name in &datasets {
+            found.push(self.search_one(principal, name, &search).await?);
+        }
+        let aggregations = match &search.aggs {
+            None => None,
+            Some(request) => {
+                let parts: Vec<(Arc<TableSnapshot>, DslQuery)> = found
+                    .iter()
+                    .map(|f| (f.snapshot.clone(), f.query.box_clone()))
+                    .collect();
+                let request = request.clone();
+                let now = chrono::Utc::now().timestamp_millis();
+                let result = tokio::task::spawn_blocking(move || aggregate(&parts, &request, now))
+                    .await
+                    .map_err(|e| Error::Internal(format!("an aggregation task failed: {e}")))?;
+                Some(result?)
+            }
+        };
+        let sort = search.effective_sort();
+        let mut merged: Vec<(usize, &SortedHit)> = found
+            .iter()
+            .enumerate()
+            .flat_map(|(i, f)| f.hits.iter().map(move |h| (i, h)))
+            .collect();
+        merged.sort_by(|(ia, a), (ib, b)| {
+            strata_projections::table::docs::compare_keys(&sort, &a.keys, &b.keys)
+                .then_with(|| ia.cmp(ib))
+                .then_with(|| a.row_id.cmp(&b.row_id))
+        });
+        let page: Vec<(usize, &SortedHit)> = merged
+            .iter()
+            .skip(search.from)
+            .take(search.size)
+            .copied()
+            .collect();
+        // Each dataset's rows of the page, read at once.
+        let mut sources: Vec<Option<(arrow::array::RecordBatch, Vec<u64>)>> =
+            (0..found.len()).map(|_| None).collect();
+        for (i, dataset) in found.iter().enumerate() {
+            let ids: Vec<u64> = page
+                .iter()
+                .filter(|(j, _)| *j == i)
+                .map(|(_, h)| h.row_id)
+                .collect();
+            if !ids.is_empty() {
+                let rows = dataset.snapshot.rows_by_id(&ids, None).await?;
+                sources[i] = Some((rows, ids));
+            }
+        }
         let scored = search.sort.is_empty() || search.sort.iter().any(|s| s.by == SortBy::Score);
-        let page: Vec<&SortedHit> = found.iter().skip(search.from).collect();
-        let ids: Vec<u64> = page.iter().map(|h| h.row_id).collect();
-        let rows = snapshot.rows_by_id(&ids, None).await?;
         let mut hits = Vec::with_capacity(page.len());
-        for (row, hit) in page.iter().enumerate().take(rows.num_rows()) {
-            let (id, source) = source::record(&rows, row, &search.source);
+        for (i, hit) in &page {
+            let Some((rows, ids)) = &sources[*i] else {
+                continue;
+            };
+            // A row deleted since the search is not there.
+            let Some(row) = ids.iter().position(|id| *id == hit.row_id) else {
+                continue;
+            };
+            if row >= rows.num_rows() {
+                continue;
+            }
+            let (id, source) = source::record(rows, row, &search.source);
             let mut entry = Map::new();
-            entry.insert("_index".into(), json!(name));
+            entry.insert("_index".into(), json!(found[*i].name));
             entry.insert("_id".into(), json!(id));
             entry.insert(
                 "_score".into(),
@@ -403,8 +522,9 @@ impl Engine {
             }
             hits.push(Value::Object(entry));
         }
+        let total: u64 = found.iter().map(|f| f.total).sum();
         let max_score = match scored {
-            true => found.iter().map(|h| h.score).reduce(f32::max),
+            true => merged.iter().map(|(_, h)| h.score).reduce(f32::max),
             false => None,
         };
         let mut hits_body = Map::new();
@@ -420,10 +540,11 @@ impl Engine {
         }
         hits_body.insert("max_score".into(), json!(max_score));
         hits_body.insert("hits".into(), Value::Array(hits));
+        let shards = found.len();
         let mut answer = json!({
             "took": started.elapsed().as_millis() as u64,
             "timed_out": false,
-            "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
+            "_shards": {"total": shards, "successful": shards, "skipped": 0, "failed": 0},
             "hits": hits_body,
         });
         if let Some(limit) = search.terminate_after {
@@ -468,14 +589,10 @@ impl Engine {
     }
 }
 
-/// Runs a search body's `aggs` over what `query` matches. `filters` aggregations (at this level)
-/// run each bucket's query with the search's; the others go to tantivy together.
-fn aggregate(
-    snapshot: &TableSnapshot,
-    query: &dyn tantivy_query::Query,
-    request: &Value,
-    now: i64,
-) -> Result<Value> {
+/// Runs a search body's `aggs` over what each part's query matches in its snapshot (one part
+/// per searched dataset), merged. `filters` aggregations (at this level) run each bucket's query
+/// with the search's; the others go to tantivy together.
+fn aggregate(parts: &[(Arc<TableSnapshot>, DslQuery)], request: &Value, now: i64) -> Result<Value> {
     let Value::Object(named) = request else {
         return Err(bad(
             "illegal_argument_exception",
@@ -496,19 +613,23 @@ fn aggregate(
                 .into_iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
-            let translated =
-                aggs::translate(&Value::Object(native), &DatasetFields(&snapshot.table), now)
-                    .map_err(|error| bad(error.kind, error.reason))?;
-            snapshot
-                .aggregate(query, &translated)
-                .map_err(index_error)?
+            let fields = DatasetFields(parts.iter().map(|(s, _)| &*s.table).collect());
+            let translated = aggs::translate(&Value::Object(native), &fields, now)
+                .map_err(|error| bad(error.kind, error.reason))?;
+            let mut partial = aggs::Partial::default();
+            for (snapshot, query) in parts {
+                snapshot
+                    .aggregate_into(query.as_ref(), &translated, &mut partial)
+                    .map_err(index_error)?;
+            }
+            translated.finish(partial).map_err(index_error)?
         }
     };
-    let schema = snapshot
-        .index
-        .as_ref()
-        .and_then(|i| i.docs.clone())
-        .ok_or_else(|| Error::Internal("a dataset without a document index".to_owned()))?;
+    // Every dataset's document index has the same schema: any compiles the filters.
+    let schema = parts
+        .iter()
+        .find_map(|(s, _)| s.index.as_ref().and_then(|i| i.docs.clone()))
+        .unwrap_or_default();
     for (name, agg) in filters {
         let spec = &agg["filters"];
         if spec.get("other_bucket").and_then(Value::as_bool) == Some(true)
@@ -523,13 +644,24 @@ fn aggregate(
         let bucket_of = |filter: &Value| -> Result<Value> {
             let filter = dsl::compile(&schema, filter, now)
                 .map_err(|error| bad(error.kind, error.reason))?;
-            let combined = dsl::both(query.box_clone(), filter);
-            let count = snapshot
-                .search_documents(combined.as_ref(), 0)
-                .map_err(index_error)?
-                .total;
+            let combined: Vec<(Arc<TableSnapshot>, DslQuery)> = parts
+                .iter()
+                .map(|(snapshot, query)| {
+                    (
+                        snapshot.clone(),
+                        dsl::both(query.box_clone(), filter.box_clone()),
+                    )
+                })
+                .collect();
+            let mut count = 0;
+            for (snapshot, query) in &combined {
+                count += snapshot
+                    .search_documents(query.as_ref(), 0)
+                    .map_err(index_error)?
+                    .total;
+            }
             let mut bucket = match sub {
-                Some(sub) => aggregate(snapshot, combined.as_ref(), sub, now)?,
+                Some(sub) => aggregate(&combined, sub, now)?,
                 None => json!({}),
             };
             bucket["doc_count"] = json!(count);

@@ -208,20 +208,142 @@ fn dataset_request(
     Ok((name, json_body(body).map_err(failed)?))
 }
 
-/// GET|POST /{dataset}/_search and GET /{dataset}/querydsl: a Query DSL search.
+/// Query parameters of a search: Elasticsearch's URI search, merged into the body (the body
+/// wins where both say something).
+fn search_params(uri: &Uri, body: Value) -> Result<(Value, bool), Error> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(uri.query().unwrap_or(""))
+        .map_err(|e| Error::BadRequest(format!("invalid query parameters: {e}")))?;
+    let mut body = match body {
+        Value::Null => Map::new(),
+        Value::Object(object) => object,
+        other => {
+            return Err(Error::BadRequest(format!(
+                "[parsing_exception] a search body must be a JSON object, not {other}"
+            )));
+        }
+    };
+    let mut total_as_int = false;
+    for (name, value) in pairs {
+        let number = || {
+            value.parse::<i64>().map(Value::from).map_err(|_| {
+                Error::BadRequest(format!(
+                    "[illegal_argument_exception] Failed to parse int parameter [{name}] with value [{value}]"
+                ))
+            })
+        };
+        let parsed = match name.as_str() {
+            "rest_total_hits_as_int" => {
+                total_as_int = value != "false";
+                continue;
+            }
+            "size" | "from" | "terminate_after" => number()?,
+            "q" => json!({"query_string": {"query": value}}),
+            "track_total_hits" => match value.as_str() {
+                "true" => json!(true),
+                "false" => json!(false),
+                _ => number()?,
+            },
+            "_source" => match value.as_str() {
+                "true" => json!(true),
+                "false" => json!(false),
+                _ => json!(value.split(',').collect::<Vec<_>>()),
+            },
+            "_source_includes" | "_source_excludes" => {
+                let key = if name == "_source_includes" {
+                    "includes"
+                } else {
+                    "excludes"
+                };
+                let entry = body.entry("_source").or_insert_with(|| json!({}));
+                if entry.is_object() {
+                    entry[key] = json!(value.split(',').collect::<Vec<_>>());
+                }
+                continue;
+            }
+            "sort" => json!(
+                value
+                    .split(',')
+                    .map(|s| match s.split_once(':') {
+                        Some((field, order)) => json!({ field: order }),
+                        None => json!(s),
+                    })
+                    .collect::<Vec<_>>()
+            ),
+            // Accepted, and without effect here (one shard, nothing cached, no scrolls).
+            "api-version"
+            | "pretty"
+            | "human"
+            | "error_trace"
+            | "filter_path"
+            | "timeout"
+            | "preference"
+            | "routing"
+            | "request_cache"
+            | "allow_partial_search_results"
+            | "ignore_unavailable"
+            | "allow_no_indices"
+            | "expand_wildcards"
+            | "search_type"
+            | "typed_keys"
+            | "batched_reduce_size" => continue,
+            other => {
+                return Err(Error::BadRequest(format!(
+                    "request [{}] contains unrecognized parameter: [{other}]",
+                    uri.path()
+                )));
+            }
+        };
+        let key = if name == "q" { "query" } else { name.as_str() };
+        body.entry(key.to_owned()).or_insert(parsed);
+    }
+    Ok((Value::Object(body), total_as_int))
+}
+
+/// GET|POST /{dataset}/_search and GET /{dataset}/querydsl: a Query DSL search (the path may
+/// name several datasets, comma-separated, or globs).
 pub async fn search(
     State(state): State<AppState>,
     Extension(principal): Extension<PlatformPrincipal>,
     name: Result<PathName, Error>,
+    uri: Uri,
     body: Bytes,
 ) -> Result<Response, PlatformError> {
+    let (name, body) = dataset_request("search", name, &body)?;
+    run_search(&state, &principal, Some(&name), &uri, body).await
+}
+
+/// GET|POST /_search: a Query DSL search of every dataset.
+pub async fn search_all(
+    State(state): State<AppState>,
+    Extension(principal): Extension<PlatformPrincipal>,
+    uri: Uri,
+    body: Bytes,
+) -> Result<Response, PlatformError> {
+    let body = json_body(&body).map_err(|error| PlatformError {
+        operation: "search",
+        error,
+    })?;
+    run_search(&state, &principal, None, &uri, body).await
+}
+
+async fn run_search(
+    state: &AppState,
+    principal: &PlatformPrincipal,
+    names: Option<&str>,
+    uri: &Uri,
+    body: Value,
+) -> Result<Response, PlatformError> {
     let operation = "search";
-    let (name, body) = dataset_request(operation, name, &body)?;
-    let answer = state
+    let failed = |error| PlatformError { operation, error };
+    let (body, total_as_int) = search_params(uri, body).map_err(failed)?;
+    let mut answer = state
         .engine
-        .search_dataset(&principal, &name, &body)
+        .search_dataset(principal, names, &body)
         .await
-        .map_err(|error| PlatformError { operation, error })?;
+        .map_err(failed)?;
+    if total_as_int && let Some(total) = answer["hits"]["total"]["value"].as_u64() {
+        answer["hits"]["total"] = json!(total);
+    }
     Ok(Json(answer).into_response())
 }
 
@@ -269,15 +391,12 @@ pub async fn msearch(
             let (header, body) = search?;
             let index = match header.get("index") {
                 Some(Value::String(index)) => index.clone(),
-                Some(Value::Array(indexes)) if indexes.len() == 1 => indexes[0]
-                    .as_str()
-                    .map(str::to_owned)
-                    .ok_or_else(|| Error::BadRequest("[index] must be a string".to_owned()))?,
-                Some(Value::Array(_)) => {
-                    return Err(Error::BadRequest(
-                        "[illegal_argument_exception] a search names one dataset".to_owned(),
-                    ));
-                }
+                Some(Value::Array(indexes)) => indexes
+                    .iter()
+                    .map(|i| i.as_str().map(str::to_owned))
+                    .collect::<Option<Vec<_>>>()
+                    .map(|names| names.join(","))
+                    .ok_or_else(|| Error::BadRequest("[index] must be strings".to_owned()))?,
                 None => path_index.ok_or_else(|| {
                     Error::BadRequest(
                         "[action_request_validation_exception] no index: name it in the header or the path"
@@ -290,7 +409,10 @@ pub async fn msearch(
                     )));
                 }
             };
-            state.engine.search_dataset(&principal, &index, &body).await
+            state
+                .engine
+                .search_dataset(&principal, Some(&index), &body)
+                .await
         }
     });
     let responses: Vec<Value> = futures::future::join_all(answers)

@@ -53,6 +53,10 @@ pub fn routes(state: AppState) -> Router {
         .route("/_bulk", post(documents::bulk).put(documents::bulk))
         .route("/_mapping", get(mappings))
         .route(
+            "/_search",
+            get(documents::search_all).post(documents::search_all),
+        )
+        .route(
             "/_msearch",
             get(documents::msearch).post(documents::msearch),
         )
@@ -74,6 +78,8 @@ pub fn routes(state: AppState) -> Router {
             get(documents::count).post(documents::count),
         )
         .route("/{name}/_mapping", get(mappings))
+        .route("/_cluster/health", get(cluster_health))
+        .route("/_cluster/health/{pattern}", get(cluster_health))
         .route("/_cat/indices", get(cat_indices))
         .route("/_cat/indices/{pattern}", get(cat_indices))
         .fallback(not_found)
@@ -222,6 +228,40 @@ async fn cluster_info(
     .into_response()
 }
 
+/// GET /_cluster/health[/{index}]: green, as tools that wait for a cluster expect; its counts
+/// are the account's datasets (one primary shard each, no replicas) and the cluster's nodes.
+async fn cluster_health(
+    State(state): State<AppState>,
+    Extension(principal): Extension<PlatformPrincipal>,
+) -> Result<Response, PlatformError> {
+    let operation = "cluster health";
+    let datasets = state
+        .engine
+        .datasets(&principal)
+        .await
+        .map_err(failed(operation))?
+        .len();
+    let nodes = state.engine.members().len().max(1);
+    Ok(Json(json!({
+        "cluster_name": "strata",
+        "status": "green",
+        "timed_out": false,
+        "number_of_nodes": nodes,
+        "number_of_data_nodes": nodes,
+        "active_primary_shards": datasets,
+        "active_shards": datasets,
+        "relocating_shards": 0,
+        "initializing_shards": 0,
+        "unassigned_shards": 0,
+        "delayed_unassigned_shards": 0,
+        "number_of_pending_tasks": 0,
+        "number_of_in_flight_fetch": 0,
+        "task_max_waiting_in_queue_millis": 0,
+        "active_shards_percent_as_number": 100.0,
+    }))
+    .into_response())
+}
+
 async fn not_found(method: Method, uri: Uri) -> Response {
     PlatformError {
         operation: "request",
@@ -264,7 +304,8 @@ async fn list_datasets(
 }
 
 /// PUT /{dataset}: creates an empty dataset. The optional body is an Elasticsearch-style index
-/// configuration; its `settings` are accepted and ignored (one shard, no replicas, always).
+/// configuration: its `mappings` declare columns; its `settings` and `aliases` are accepted and
+/// ignored (one shard, no replicas, always).
 async fn create_dataset(
     State(state): State<AppState>,
     Extension(principal): Extension<PlatformPrincipal>,
@@ -274,10 +315,15 @@ async fn create_dataset(
 ) -> Result<Response, PlatformError> {
     let operation = "create dataset";
     let PathName(name) = name.map_err(failed(operation))?;
-    check_configuration(&body).map_err(failed(operation))?;
+    let declared = check_configuration(&body).map_err(failed(operation))?;
     state
         .engine
-        .create_dataset(&principal, &name, &principal.origin(&request_id.0))
+        .create_dataset(
+            &principal,
+            &name,
+            declared,
+            &principal.origin(&request_id.0),
+        )
         .await
         .map_err(failed(operation))?;
     Ok(
@@ -286,10 +332,11 @@ async fn create_dataset(
     )
 }
 
-/// The body of PUT /{dataset}: nothing, or a JSON object with `settings` and `aliases`.
-fn check_configuration(body: &[u8]) -> Result<(), Error> {
+/// The body of PUT /{dataset}: nothing, or a JSON object with `settings`, `aliases` and
+/// `mappings`; the columns the mappings declare.
+fn check_configuration(body: &[u8]) -> Result<Vec<strata_projections::catalog::ColumnDef>, Error> {
     if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let value: serde_json::Value = serde_json::from_slice(body)
         .map_err(|error| Error::BadRequest(format!("invalid configuration: {error}")))?;
@@ -298,14 +345,17 @@ fn check_configuration(body: &[u8]) -> Result<(), Error> {
             "the configuration must be a JSON object".to_owned(),
         ));
     };
-    match object
+    if let Some(key) = object
         .keys()
-        .find(|key| !matches!(key.as_str(), "settings" | "aliases"))
+        .find(|key| !matches!(key.as_str(), "settings" | "aliases" | "mappings"))
     {
-        Some(key) => Err(Error::BadRequest(format!(
-            "unsupported configuration key {key:?} (settings and aliases are accepted)"
-        ))),
-        None => Ok(()),
+        return Err(Error::BadRequest(format!(
+            "unsupported configuration key {key:?} (settings, aliases and mappings are accepted)"
+        )));
+    }
+    match object.get("mappings") {
+        Some(mappings) => crate::documents::mapping::declared_columns(mappings),
+        None => Ok(Vec::new()),
     }
 }
 

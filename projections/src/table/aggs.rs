@@ -338,11 +338,34 @@ fn limits() -> AggregationLimitsGuard {
     AggregationLimitsGuard::new(Some(MEMORY_LIMIT), Some(BUCKET_LIMIT))
 }
 
+/// Partial results of an aggregation request: gathered from every document index of one or
+/// more snapshots, then finished by [`Request::finish`].
+#[derive(Default)]
+pub struct Partial(Option<IntermediateAggregationResults>);
+
+impl Request {
+    /// Elasticsearch's `aggregations` object of what `partial` gathered.
+    pub fn finish(&self, partial: Partial) -> Result<Value> {
+        let results = partial
+            .0
+            .unwrap_or_default()
+            .into_final_result(self.aggregations.clone(), limits())
+            .map_err(index_error)?;
+        let mut answer = serde_json::to_value(results).map_err(index_error)?;
+        finish(&self.translated, &mut answer);
+        Ok(answer)
+    }
+}
+
 impl TableSnapshot {
-    /// Runs `aggs` over the live records `query` matches: Elasticsearch's `aggregations` object.
-    pub fn aggregate(&self, query: &dyn tantivy::query::Query, request: &Request) -> Result<Value> {
+    /// Runs `request` over the live records `query` matches, adding to `partial`.
+    pub fn aggregate_into(
+        &self,
+        query: &dyn tantivy::query::Query,
+        request: &Request,
+        partial: &mut Partial,
+    ) -> Result<()> {
         let aggs = &request.aggregations;
-        let mut merged: Option<IntermediateAggregationResults> = None;
         let mut run = |index: &DocsIndex, deleted: Arc<roaring::RoaringTreemap>| -> Result<()> {
             let collector = FilterCollector::new(
                 ROW_ID_FIELD.to_owned(),
@@ -356,20 +379,13 @@ impl TableSnapshot {
                 .searcher
                 .search(query, &collector)
                 .map_err(index_error)?;
-            match merged.as_mut() {
+            match partial.0.as_mut() {
                 Some(merged) => merged.merge_fruits(part).map_err(index_error)?,
-                None => merged = Some(part),
+                None => partial.0 = Some(part),
             }
             Ok(())
         };
-        self.each_docs_index(&mut run)?;
-        let results = merged
-            .unwrap_or_default()
-            .into_final_result(aggs.clone(), limits())
-            .map_err(index_error)?;
-        let mut answer = serde_json::to_value(results).map_err(index_error)?;
-        finish(&request.translated, &mut answer);
-        Ok(answer)
+        self.each_docs_index(&mut run)
     }
 }
 

@@ -41,9 +41,6 @@ fn parsing(reason: impl Into<String>) -> DslError {
 /// A compiled query, ready to run over any of a dataset's document indexes.
 pub type DslQuery = Box<dyn Query>;
 
-/// tantivy's query trait, for callers that hold compiled queries.
-pub use tantivy::query as tantivy_query;
-
 type Compiled = Result<DslQuery, DslError>;
 
 /// Compiles the Query DSL `query` (the value of a search body's `query`); `now` (Unix
