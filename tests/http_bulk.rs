@@ -455,3 +455,78 @@ async fn concurrent_writers_each_bringing_new_fields_all_land() {
         [json!({"n": 200, "a": 25, "b": 25, "c": 25, "d": 25, "h": 25})]
     );
 }
+
+#[tokio::test]
+async fn the_single_record_api_writes_reads_and_deletes_by_id() {
+    let s = setup();
+    let put = s
+        .platform
+        .send(
+            "PUT",
+            "/people/_doc/ann",
+            Some(&json!({"name": "Ann", "visits": 1})),
+        )
+        .await;
+    assert_eq!(
+        (put.status, &put.body["result"]),
+        (201, &json!("created")),
+        "{put:?}"
+    );
+    assert_eq!(put.body["_id"], "ann");
+    let again = s
+        .platform
+        .send(
+            "PUT",
+            "/people/_doc/ann",
+            Some(&json!({"name": "Ann", "visits": 2})),
+        )
+        .await;
+    assert_eq!(
+        (again.status, &again.body["result"]),
+        (200, &json!("updated"))
+    );
+    let conflict = s
+        .platform
+        .send(
+            "PUT",
+            "/people/_create/ann",
+            Some(&json!({"name": "Other"})),
+        )
+        .await;
+    assert_eq!(conflict.status, 409, "{conflict:?}");
+    assert_eq!(
+        conflict.body["error"]["type"],
+        "version_conflict_engine_exception"
+    );
+    let posted = s
+        .platform
+        .send("POST", "/people/_doc", Some(&json!({"name": "Bob"})))
+        .await;
+    assert_eq!(posted.status, 201, "{posted:?}");
+    assert_eq!(posted.body["_id"].as_str().unwrap().len(), 20);
+
+    let got = s.platform.send("GET", "/people/_doc/ann", None).await;
+    assert_eq!(got.status, 200, "{got:?}");
+    assert_eq!(got.body["found"], true);
+    assert_eq!(got.body["_source"]["visits"], 2);
+    assert!(got.body["_source"]["@timestamp"].is_string());
+
+    let deleted = s.platform.send("DELETE", "/people/_doc/ann", None).await;
+    assert_eq!(
+        (deleted.status, &deleted.body["result"]),
+        (200, &json!("deleted"))
+    );
+    let gone = s.platform.send("GET", "/people/_doc/ann", None).await;
+    assert_eq!((gone.status, &gone.body["found"]), (404, &json!(false)));
+    let again = s.platform.send("DELETE", "/people/_doc/ann", None).await;
+    assert_eq!(
+        (again.status, &again.body["result"]),
+        (404, &json!("not_found"))
+    );
+    let bad = s
+        .platform
+        .send_text("PUT", "/people/_doc/x", "application/json", "[1, 2]")
+        .await;
+    assert_eq!(bad.status, 400, "{bad:?}");
+    assert_eq!(bad.body["error"]["type"], "mapper_parsing_exception");
+}

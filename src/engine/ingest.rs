@@ -288,7 +288,12 @@ impl Engine {
             let current = runtime.catalog.snapshot().tables.get(name).cloned();
             match current {
                 Some(current) if current.id == def.id => {
-                    if table.retired() || current.columns != def.columns {
+                    // A runtime opened before the columns grew (its replacement is opening
+                    // alongside) cannot take rows in the new columns: plan again.
+                    if table.retired()
+                        || current.columns != def.columns
+                        || table.def.columns != current.columns
+                    {
                         // Grown meanwhile by another request: plan again.
                         def = current;
                         continue;
@@ -308,8 +313,9 @@ impl Engine {
                     });
                     return Ok(ids.into_iter().zip(outcomes).collect());
                 }
-                // Fenced by the runtime that replaced this one: nothing of it counts; again.
-                Err(Error::Unavailable(_)) if table.retired() => continue,
+                // Another leader of the partition took it over meanwhile (on this node, the
+                // runtime that replaced this one): the event is void or was never written. Again.
+                Err(Error::Unavailable(_)) => continue,
                 Err(error) => return Err(error),
             }
         }
@@ -467,13 +473,14 @@ fn resolve(
 }
 
 /// The permit of dataset `name`'s leader, waiting at most [`BULK_WAIT`] for writes in flight;
-/// `None` when a runtime with grown columns replaced `table` meanwhile (plan again on it).
+/// `None` when the leader could not take the partition because another took it at the same
+/// moment (on this node: a runtime with grown columns replacing `table`): plan again.
 async fn dataset_permit<'a>(
     table: &'a TableRuntime,
     name: &str,
 ) -> Result<Option<Permit<'a, Arc<TableSnapshot>>>> {
     match table.leader.try_permit(BULK_WAIT).await {
-        Err(Error::Unavailable(_)) if table.retired() => Ok(None),
+        Err(Error::Unavailable(_)) => Ok(None),
         Err(error) => Err(error),
         Ok(Some(permit)) => Ok(Some(permit)),
         Ok(None) => Err(Error::Busy(format!(
@@ -550,7 +557,7 @@ impl Engine {
                     self.record_usage(&runtime.account, &runtime.id, &def.id, Counts::of(&after));
                     return Ok(matched.len());
                 }
-                Err(Error::Unavailable(_)) if table.retired() => continue,
+                Err(Error::Unavailable(_)) => continue,
                 Err(error) => return Err(error),
             }
         }

@@ -195,6 +195,8 @@ impl<S: Clone + Send + Sync + 'static> Permit<'_, S> {
             return Ok(epoch);
         }
         *self.epoch = None;
+        // A retired leader never takes the partition back from the successor that replaced it.
+        self.leader.check_retired()?;
         // Above every epoch in the log now, not only those the projection has applied yet.
         let partition = self.leader.partition().clone();
         let end = self.leader.log.high_water_mark(&partition).await?;

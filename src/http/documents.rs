@@ -619,3 +619,170 @@ pub async fn es_delete_by_query(
     }))
     .into_response())
 }
+
+/// The answer of a single-record write: the bulk item's body, with its status as the HTTP
+/// status (a failure as `{"error": {type, reason, index}, "status": n}`, as Elasticsearch
+/// answers it).
+fn single_answer(item: &BulkItem) -> Response {
+    let Value::Object(mut by_action) = item_json(item) else {
+        return Json(Value::Null).into_response();
+    };
+    let body = by_action
+        .remove(item.action.as_str())
+        .unwrap_or(Value::Null);
+    let status = body["status"].as_u64().unwrap_or(500) as u16;
+    let code = axum::http::StatusCode::from_u16(status)
+        .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+    let body = match &item.outcome {
+        Outcome::Failed(_) => json!({"error": body["error"], "status": status}),
+        Outcome::Done { .. } => body,
+    };
+    (code, Json(body)).into_response()
+}
+
+/// PUT|POST /{dataset}/_doc/{id}, POST /{dataset}/_doc, PUT|POST /{dataset}/_create/{id} and
+/// DELETE /{dataset}/_doc/{id}: one operation, as a bulk request of one.
+async fn single(
+    state: &AppState,
+    principal: &PlatformPrincipal,
+    request_id: &RequestId,
+    operation: bulk::Operation,
+    dataset: &str,
+) -> Response {
+    let items = state
+        .engine
+        .bulk(
+            principal,
+            Some(dataset),
+            vec![operation],
+            &principal.origin(&request_id.0),
+        )
+        .await;
+    match items.first() {
+        Some(item) => single_answer(item),
+        None => Json(Value::Null).into_response(),
+    }
+}
+
+/// The action of a single-record write: `create` for /_create, or with `op_type=create`.
+fn single_operation(
+    action: bulk::Action,
+    id: Option<String>,
+    record: Option<Bytes>,
+    uri: &Uri,
+) -> Result<bulk::Operation, Error> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(uri.query().unwrap_or(""))
+        .map_err(|e| Error::BadRequest(format!("invalid query parameters: {e}")))?;
+    let mut action = action;
+    for (name, value) in pairs {
+        match name.as_str() {
+            "op_type" if value == "create" => action = bulk::Action::Create,
+            "op_type" if value == "index" => {}
+            "refresh"
+            | "timeout"
+            | "wait_for_active_shards"
+            | "routing"
+            | "pretty"
+            | "api-version"
+            | "human"
+            | "error_trace"
+            | "filter_path" => {}
+            other => {
+                return Err(Error::BadRequest(format!(
+                    "request [{}] contains unrecognized parameter: [{other}]",
+                    uri.path()
+                )));
+            }
+        }
+    }
+    if id.as_deref() == Some("") {
+        return Err(Error::BadRequest(
+            "if _id is specified it must not be empty".to_owned(),
+        ));
+    }
+    Ok(bulk::Operation {
+        action,
+        index: None,
+        id,
+        record,
+        refusal: None,
+        require_alias: false,
+    })
+}
+
+/// PUT|POST /{dataset}/_doc/{id} creates or replaces the record with this id; PUT|POST
+/// /{dataset}/_create/{id} creates it only if no record has this id.
+pub async fn put_doc(
+    State(state): State<AppState>,
+    Extension(principal): Extension<PlatformPrincipal>,
+    Extension(request_id): Extension<RequestId>,
+    Path((dataset, id)): Path<(String, String)>,
+    uri: Uri,
+    body: Bytes,
+) -> Result<Response, PlatformError> {
+    let action = match uri.path().contains("/_create/") {
+        true => bulk::Action::Create,
+        false => bulk::Action::Index,
+    };
+    let operation = single_operation(action, Some(id), Some(body), &uri).map_err(failed)?;
+    Ok(single(&state, &principal, &request_id, operation, &dataset).await)
+}
+
+/// POST /{dataset}/_doc: creates a record with a generated id.
+pub async fn post_doc(
+    State(state): State<AppState>,
+    Extension(principal): Extension<PlatformPrincipal>,
+    Extension(request_id): Extension<RequestId>,
+    Path(dataset): Path<String>,
+    uri: Uri,
+    body: Bytes,
+) -> Result<Response, PlatformError> {
+    let operation =
+        single_operation(bulk::Action::Index, None, Some(body), &uri).map_err(failed)?;
+    Ok(single(&state, &principal, &request_id, operation, &dataset).await)
+}
+
+/// DELETE /{dataset}/_doc/{id}.
+pub async fn delete_doc(
+    State(state): State<AppState>,
+    Extension(principal): Extension<PlatformPrincipal>,
+    Extension(request_id): Extension<RequestId>,
+    Path((dataset, id)): Path<(String, String)>,
+    uri: Uri,
+) -> Result<Response, PlatformError> {
+    let operation = single_operation(bulk::Action::Delete, Some(id), None, &uri).map_err(failed)?;
+    Ok(single(&state, &principal, &request_id, operation, &dataset).await)
+}
+
+/// GET /{dataset}/_doc/{id}: the record, `{"_index", "_id", "_version", "found": true,
+/// "_source"}`, or a 404 with `"found": false`.
+pub async fn get_doc(
+    State(state): State<AppState>,
+    Extension(principal): Extension<PlatformPrincipal>,
+    Path((dataset, id)): Path<(String, String)>,
+) -> Result<Response, PlatformError> {
+    let operation = "get";
+    let body = json!({"query": {"term": {"_id": id}}, "size": 1});
+    let answer = state
+        .engine
+        .search_dataset(&principal, Some(&dataset), &body)
+        .await
+        .map_err(|error| PlatformError { operation, error })?;
+    Ok(match answer["hits"]["hits"].get(0) {
+        Some(hit) => Json(json!({
+            "_index": dataset,
+            "_id": id,
+            "_version": 1,
+            "_seq_no": 0,
+            "_primary_term": 1,
+            "found": true,
+            "_source": hit["_source"],
+        }))
+        .into_response(),
+        None => (
+            axum::http::StatusCode::NOT_FOUND,
+            Json(json!({"_index": dataset, "_id": id, "found": false})),
+        )
+            .into_response(),
+    })
+}

@@ -15,7 +15,7 @@ use axum::{
     http::{HeaderName, HeaderValue, Method, Uri},
     middleware::{self, Next},
     response::{IntoResponse, Response},
-    routing::{get, post},
+    routing::{get, post, put},
 };
 use serde_json::json;
 
@@ -69,6 +69,18 @@ pub fn routes(state: AppState) -> Router {
             get(documents::search).post(documents::search),
         )
         .route("/{name}/querydsl", get(documents::search))
+        .route("/{name}/_doc", post(documents::post_doc))
+        .route(
+            "/{name}/_doc/{id}",
+            get(documents::get_doc)
+                .put(documents::put_doc)
+                .post(documents::put_doc)
+                .delete(documents::delete_doc),
+        )
+        .route(
+            "/{name}/_create/{id}",
+            put(documents::put_doc).post(documents::put_doc),
+        )
         .route(
             "/{name}/_delete_by_query",
             post(documents::es_delete_by_query),

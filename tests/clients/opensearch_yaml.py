@@ -7,7 +7,7 @@ STRATA_YAML_RESULTS where to write the results as JSON.
 The grammar is the suite's (its README): setup/teardown, do (with catch), match, length,
 is_true, is_false, gt/gte/lt/lte, set, skip. APIs with a spec in api/ are called by it (the
 first path whose parts are all given); the others the tests use are mapped here:
-`index` (one-operation bulk, its item returned as the answer), `indices.create` (PUT /{index}),
+`index` (PUT /{index}/_doc/{id}, or POST /{index}/_doc), `indices.create` (PUT /{index}),
 `indices.delete` (DELETE /{index}), `cluster.health` (GET /_cluster/health), `indices.refresh`
 (strata makes writes visible at once: not sent). Anything else fails its test with "unsupported API"."""
 
@@ -125,20 +125,13 @@ def do(api, args, headers):
         return by_spec(api, args, headers)
     args = dict(args)
     if api == "index":
-        action = {"_index": args.pop("index")}
-        if "id" in args:
-            action["_id"] = to_param(args.pop("id"))
-        op = "create" if args.pop("op_type", None) == "create" else "index"
+        index = quote(to_param(args.pop("index")), safe="")
         body = args.pop("body")
-        args.pop("refresh", None)
-        status, answer = call(
-            "POST", "/_bulk", {k: to_param(v) for k, v in args.items()},
-            ndjson([{op: action}, body]), headers,
-        )
-        if status != 200 or not isinstance(answer, dict):
-            return status, answer
-        item = answer["items"][0][op]
-        return item["status"], item
+        params = {k: to_param(v) for k, v in args.items()}
+        if "id" in params:
+            path = f"/{index}/_doc/{quote(params.pop('id'), safe='')}"
+            return call("PUT", path, params, body, headers)
+        return call("POST", f"/{index}/_doc", params, body, headers)
     if api == "indices.create":
         return call("PUT", "/" + args.pop("index"), None, args.pop("body", None), headers)
     if api == "indices.delete":
