@@ -530,3 +530,121 @@ async fn the_single_record_api_writes_reads_and_deletes_by_id() {
     assert_eq!(bad.status, 400, "{bad:?}");
     assert_eq!(bad.body["error"]["type"], "mapper_parsing_exception");
 }
+
+#[tokio::test]
+async fn enrich_gives_records_the_fields_of_the_matching_source_record() {
+    let s = setup();
+    let users = [
+        json!({"index": {}}),
+        json!({"email": "a@x", "name": "Ann", "city": "Oslo"}),
+        json!({"index": {}}),
+        json!({"email": "b@x", "name": "Bob", "city": "Rome"}),
+        json!({"index": {}}),
+        json!({"email": "a@x", "name": "Ann again", "city": "Later"}),
+    ];
+    let orders = [
+        json!({"index": {"_id": "1"}}),
+        json!({"order": 1, "email": "a@x", "@timestamp": "2026-11-23T10:00:00Z"}),
+        json!({"index": {"_id": "2"}}),
+        json!({"order": 2, "email": "b@x"}),
+        json!({"index": {"_id": "3"}}),
+        json!({"order": 3, "email": "c@x"}),
+        json!({"index": {"_id": "4"}}),
+        json!({"order": 4, "email": "a@x", "city": "Old"}),
+    ];
+    for (dataset, lines) in [("customers", &users[..]), ("orders", &orders[..])] {
+        let written = s
+            .platform
+            .send_ndjson("POST", &format!("/{dataset}/json"), lines)
+            .await;
+        assert_eq!(written.body["errors"], false, "{written:?}");
+    }
+    let policy = json!({"enrich_policy": {
+        "indices": "customers", "match_field": "email", "enrich_fields": ["name", "city"],
+    }});
+    let answer = s
+        .platform
+        .send("POST", "/orders/enrich_dataset", Some(&policy))
+        .await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.body, json!({"acknowledged": true, "enriched": 3}));
+    let rows = sql(
+        &s.data,
+        "SELECT _id, name, city, CAST(\"@timestamp\" AS BIGINT) AS at FROM orders ORDER BY _id",
+    )
+    .await;
+    let got: Vec<(Value, Value, Value)> = rows
+        .iter()
+        .map(|r| (r["_id"].clone(), r["name"].clone(), r["city"].clone()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (json!("1"), json!("Ann"), json!("Oslo")),
+            (json!("2"), json!("Bob"), json!("Rome")),
+            (json!("3"), Value::Null, Value::Null),
+            (json!("4"), json!("Ann"), json!("Oslo")),
+        ]
+    );
+    // The record's own fields, its time included, are kept.
+    assert_eq!(rows[0]["at"], 1_795_428_000_000_i64);
+    // Nothing left to change.
+    let again = s
+        .platform
+        .send("POST", "/orders/enrich_dataset", Some(&policy))
+        .await;
+    assert_eq!(again.body["enriched"], 0, "{again:?}");
+
+    // Without a source, a dataset enriches itself: records gain what another with the same key has.
+    let people = [
+        json!({"index": {"_id": "p1"}}),
+        json!({"team": "red", "colour": "#f00"}),
+        json!({"index": {"_id": "p2"}}),
+        json!({"team": "red"}),
+    ];
+    let written = s
+        .platform
+        .send_ndjson("POST", "/people/json", &people)
+        .await;
+    assert_eq!(written.body["errors"], false, "{written:?}");
+    let own = json!({"enrich_policy": {"match_field": "team", "enrich_fields": ["colour"]}});
+    let answer = s
+        .platform
+        .send("POST", "/people/enrich_dataset", Some(&own))
+        .await;
+    assert_eq!(answer.body["enriched"], 1, "{answer:?}");
+    let rows = sql(&s.data, "SELECT _id, colour FROM people ORDER BY _id").await;
+    assert_eq!(
+        rows,
+        [
+            json!({"_id": "p1", "colour": "#f00"}),
+            json!({"_id": "p2", "colour": "#f00"})
+        ]
+    );
+
+    for (path, body, status, needle) in [
+        (
+            "/orders/enrich_dataset",
+            json!({"policy": {}}),
+            400,
+            "enrich_policy",
+        ),
+        (
+            "/orders/enrich_dataset",
+            json!({"enrich_policy": {"indices": "customers", "match_field": "email", "enrich_fields": ["age"]}}),
+            400,
+            "has no field \"age\"",
+        ),
+        (
+            "/orders/enrich_dataset",
+            json!({"enrich_policy": {"indices": "nobody", "match_field": "email", "enrich_fields": ["name"]}}),
+            404,
+            "does not exist",
+        ),
+    ] {
+        let answer = s.platform.send("POST", path, Some(&body)).await;
+        assert_eq!(answer.status, status, "{body}: {answer:?}");
+        let message = answer.body["message"].as_str().unwrap();
+        assert!(message.contains(needle), "{message}");
+    }
+}

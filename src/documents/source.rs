@@ -76,7 +76,7 @@ impl SourceFilter {
 }
 
 /// A value of a column as JSON; `None` for null.
-fn json_value(column: &dyn Array, row: usize) -> Option<Value> {
+pub fn json_value(column: &dyn Array, row: usize) -> Option<Value> {
     if column.is_null(row) {
         return None;
     }
@@ -105,7 +105,7 @@ fn json_value(column: &dyn Array, row: usize) -> Option<Value> {
 
 /// Puts `value` at the dotted `path` of `object`, making objects on the way; where a name on the
 /// way already holds a value, the rest of the path is kept as one dotted key.
-fn insert(object: &mut Map<String, Value>, path: &str, value: Value) {
+pub fn insert(object: &mut Map<String, Value>, path: &str, value: Value) {
     match path.split_once('.') {
         None => {
             object.insert(path.to_owned(), value);

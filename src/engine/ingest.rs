@@ -567,3 +567,162 @@ impl Engine {
         )))
     }
 }
+
+/// An enrich policy: records of the target gain `enrich_fields` from the record of `source`
+/// whose `match_field` equals theirs.
+#[derive(Clone, Debug)]
+pub struct EnrichPolicy {
+    /// The dataset enrich values come from; `None`: the target itself.
+    pub source: Option<String>,
+    pub match_field: String,
+    pub enrich_fields: Vec<String>,
+}
+
+/// A match value as a key: strings as they are, other values as their JSON text.
+fn match_key(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+impl Engine {
+    /// Every live row of dataset `name`, in write order.
+    async fn all_rows(
+        &self,
+        principal: &PlatformPrincipal,
+        name: &str,
+    ) -> Result<(Arc<TableDef>, Vec<RecordBatch>)> {
+        let (runtime, def) = self.dataset(&principal.account, name).await?;
+        let table = self.table_runtime(&runtime, &def).await?;
+        let ctx = crate::query::session(&self.queries);
+        ctx.register_table(
+            "t",
+            Arc::new(strata_projections::table::TableScan::new(table.snapshot())),
+        )
+        .map_err(crate::query::classify)?;
+        let statement = crate::query::parse(&ctx, "SELECT * FROM t ORDER BY _row_id")?;
+        let result = crate::query::run(&ctx, statement).await?;
+        Ok((def, result.batches))
+    }
+
+    /// POST /{dataset}/enrich_dataset: sets `policy.enrich_fields` on every record of `target`
+    /// whose `match_field` equals that of a record of the source (the first such record, in
+    /// write order); how many records changed. Each change is an index of the whole record.
+    pub async fn enrich_dataset(
+        &self,
+        principal: &PlatformPrincipal,
+        target: &str,
+        policy: &EnrichPolicy,
+        origin: &Origin,
+    ) -> Result<u64> {
+        use crate::documents::source::{SourceFilter, insert, json_value, record};
+        let source_name = policy.source.as_deref().unwrap_or(target);
+        self.authorize(principal, Action::RecordWrite, target)?;
+        self.authorize(principal, Action::RecordRead, source_name)?;
+        if policy.enrich_fields.is_empty() {
+            return Err(Error::BadRequest(
+                "the enrich policy names no enrich_fields".to_owned(),
+            ));
+        }
+        let (source_def, source_rows) = self.all_rows(principal, source_name).await?;
+        for field in std::iter::once(&policy.match_field).chain(&policy.enrich_fields) {
+            if !source_def.columns.iter().any(|c| &c.name == field) {
+                return Err(Error::BadRequest(format!(
+                    "the source dataset {source_name:?} has no field {field:?}"
+                )));
+            }
+        }
+        // The values of the first source record of each match value.
+        let mut values: HashMap<String, Vec<(String, serde_json::Value)>> = HashMap::new();
+        for batch in &source_rows {
+            let Some(keys) = batch.column_by_name(&policy.match_field) else {
+                continue;
+            };
+            for row in 0..batch.num_rows() {
+                let Some(key) = json_value(keys.as_ref(), row) else {
+                    continue;
+                };
+                values.entry(match_key(&key)).or_insert_with(|| {
+                    policy
+                        .enrich_fields
+                        .iter()
+                        .filter_map(|f| {
+                            let column = batch.column_by_name(f)?;
+                            Some((f.clone(), json_value(column.as_ref(), row)?))
+                        })
+                        .collect()
+                });
+            }
+        }
+        let (_, target_rows) = self.all_rows(principal, target).await?;
+        let mut operations = Vec::new();
+        for batch in &target_rows {
+            let Some(keys) = batch.column_by_name(&policy.match_field) else {
+                continue;
+            };
+            for row in 0..batch.num_rows() {
+                let Some(found) =
+                    json_value(keys.as_ref(), row).and_then(|key| values.get(&match_key(&key)))
+                else {
+                    continue;
+                };
+                let unchanged = found.iter().all(|(field, value)| {
+                    batch
+                        .column_by_name(field)
+                        .and_then(|c| json_value(c.as_ref(), row))
+                        .is_some_and(|current| &current == value)
+                });
+                if unchanged {
+                    continue;
+                }
+                let (id, source) = record(batch, row, &SourceFilter::default());
+                let serde_json::Value::Object(mut source) = source else {
+                    continue;
+                };
+                for (field, value) in found {
+                    remove_path(&mut source, field);
+                    insert(&mut source, field, value.clone());
+                }
+                operations.push(bulk::Operation {
+                    action: bulk::Action::Index,
+                    index: None,
+                    id,
+                    record: Some(
+                        serde_json::to_vec(&source)
+                            .map_err(|e| Error::Internal(e.to_string()))?
+                            .into(),
+                    ),
+                    refusal: None,
+                    require_alias: false,
+                });
+            }
+        }
+        let items = self.bulk(principal, Some(target), operations, origin).await;
+        if let Some(BulkItem {
+            outcome: Outcome::Failed(refusal),
+            ..
+        }) = items
+            .iter()
+            .find(|item| matches!(item.outcome, Outcome::Failed(_)))
+        {
+            return Err(Error::Internal(format!(
+                "enriching a record failed: {}",
+                refusal.reason
+            )));
+        }
+        Ok(items.len() as u64)
+    }
+}
+
+/// Removes the dotted `path` from a nested object (before it is set again).
+fn remove_path(object: &mut serde_json::Map<String, serde_json::Value>, path: &str) {
+    if object.remove(path).is_some() {
+        return;
+    }
+    if let Some((head, rest)) = path.split_once('.')
+        && let Some(serde_json::Value::Object(inner)) = object.get_mut(head)
+    {
+        remove_path(inner, rest);
+    }
+}

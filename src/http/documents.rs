@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 use super::{AppState, RequestId, body::PathName, error::PlatformError};
 use crate::{
     documents::bulk,
-    engine::{BulkItem, Outcome, PlatformPrincipal},
+    engine::{BulkItem, EnrichPolicy, Outcome, PlatformPrincipal},
     error::Error,
 };
 
@@ -785,4 +785,69 @@ pub async fn get_doc(
         )
             .into_response(),
     })
+}
+
+/// Reads the body of POST /{dataset}/enrich_dataset: `{"enrich_policy": {"match_field",
+/// "enrich_fields", "indices"}}` (`indices`, Elasticsearch's name, a dataset or a list of one:
+/// the source; without it, the dataset itself).
+fn enrich_policy(body: &Value) -> Result<EnrichPolicy, Error> {
+    let bad = |reason: &str| Error::BadRequest(format!("invalid enrich policy: {reason}"));
+    let policy = body
+        .get("enrich_policy")
+        .and_then(Value::as_object)
+        .ok_or_else(|| bad("the body must be {\"enrich_policy\": {match_field, enrich_fields}}"))?;
+    if let Some(key) = policy
+        .keys()
+        .find(|k| !matches!(k.as_str(), "match_field" | "enrich_fields" | "indices"))
+    {
+        return Err(bad(&format!("unknown key [{key}]")));
+    }
+    let match_field = policy
+        .get("match_field")
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad("[match_field] must be a field name"))?
+        .to_owned();
+    let enrich_fields = match policy.get("enrich_fields") {
+        Some(Value::Array(fields)) => fields
+            .iter()
+            .map(|f| f.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| bad("[enrich_fields] must be field names"))?,
+        Some(Value::String(one)) => vec![one.clone()],
+        _ => return Err(bad("[enrich_fields] must be a list of field names")),
+    };
+    let source = match policy.get("indices") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(one)) => Some(one.clone()),
+        Some(Value::Array(list)) if list.len() == 1 && list[0].is_string() => {
+            list[0].as_str().map(str::to_owned)
+        }
+        Some(_) => return Err(bad("[indices] must name one source dataset")),
+    };
+    Ok(EnrichPolicy {
+        source,
+        match_field,
+        enrich_fields,
+    })
+}
+
+/// POST /{dataset}/enrich_dataset: the dataset's records gain the policy's fields from the
+/// source's records with the same match field: `{"acknowledged": true, "enriched": n}`.
+pub async fn enrich(
+    State(state): State<AppState>,
+    Extension(principal): Extension<PlatformPrincipal>,
+    Extension(request_id): Extension<RequestId>,
+    name: Result<PathName, Error>,
+    body: Bytes,
+) -> Result<Response, PlatformError> {
+    let operation = "enrich dataset";
+    let failed = |error| PlatformError { operation, error };
+    let (name, body) = dataset_request(operation, name, &body)?;
+    let policy = enrich_policy(&body).map_err(failed)?;
+    let enriched = state
+        .engine
+        .enrich_dataset(&principal, &name, &policy, &principal.origin(&request_id.0))
+        .await
+        .map_err(failed)?;
+    Ok(Json(json!({"acknowledged": true, "enriched": enriched})).into_response())
 }

@@ -69,6 +69,7 @@ pub fn routes(state: AppState) -> Router {
             get(documents::search).post(documents::search),
         )
         .route("/{name}/querydsl", get(documents::search))
+        .route("/{name}/enrich_dataset", post(documents::enrich))
         .route("/{name}/_doc", post(documents::post_doc))
         .route(
             "/{name}/_doc/{id}",
