@@ -270,6 +270,24 @@ async fn the_query_dsl_finds_records_in_segments_and_the_memtable() {
             vec![3, 5, 8],
         ),
         (json!({"match_none": {}}), vec![]),
+        (
+            json!({"constant_score": {"filter": {"term": {"method": "POST"}}}}),
+            vec![2, 10],
+        ),
+        (json!({"ids": {"values": ["r1", "r4"]}}), vec![1, 4]),
+        (
+            json!({"multi_match": {"query": "cache", "fields": ["message", "path"]}}),
+            vec![0, 3, 6],
+        ),
+        (
+            json!({"multi_match": {"query": "items", "fields": ["message", "path^2"], "type": "most_fields"}}),
+            vec![3, 4, 6, 7, 10],
+        ),
+        (
+            json!({"multi_match": {"query": "from cache", "fields": ["message"], "type": "phrase"}}),
+            vec![0, 6],
+        ),
+        (json!({"multi_match": {"query": "bob"}}), vec![1, 7, 11]),
     ];
     for (query, expected) in cases {
         let body = json!({"query": query, "size": 100});

@@ -13,8 +13,8 @@ use serde_json::{Map, Value};
 use tantivy::{
     DateTime, Term,
     query::{
-        AllQuery, BooleanQuery, BoostQuery, ConstScoreQuery, EmptyQuery, ExistsQuery, Occur,
-        PhraseQuery, Query, QueryParser, RangeQuery, RegexQuery, TermQuery,
+        AllQuery, BooleanQuery, BoostQuery, ConstScoreQuery, DisjunctionMaxQuery, EmptyQuery,
+        ExistsQuery, Occur, PhraseQuery, Query, QueryParser, RangeQuery, RegexQuery, TermQuery,
     },
     query_grammar::{UserInputAst, UserInputLeaf},
     schema::IndexRecordOption,
@@ -104,6 +104,9 @@ impl Compiler<'_> {
                 c.phrase(field, value, options)
             }),
             "query_string" => self.query_string(body),
+            "constant_score" => self.constant_score(body),
+            "ids" => self.ids(body),
+            "multi_match" => self.multi_match(body),
             "bool" => self.boolean(body),
             other => Err(DslError {
                 kind: "parsing_exception",
@@ -432,6 +435,111 @@ impl Compiler<'_> {
             query.set_minimum_number_should_match(minimum_should_match(minimum, should)?);
         }
         Ok(Box::new(query))
+    }
+
+    /// `constant_score`: its `filter`, every match scoring the query's `boost` (1 by default;
+    /// applied by the caller).
+    fn constant_score(&self, body: &Value) -> Compiled {
+        let filter = body
+            .get("filter")
+            .ok_or_else(|| parsing("[constant_score] requires a 'filter' element"))?;
+        Ok(Box::new(ConstScoreQuery::new(self.query(filter)?, 1.0)))
+    }
+
+    /// `ids`: records whose `_id` is one of `values`.
+    fn ids(&self, body: &Value) -> Compiled {
+        let values = body
+            .get("values")
+            .and_then(Value::as_array)
+            .ok_or_else(|| parsing("[ids] query needs a [values] array"))?;
+        Ok(constant(any_of(
+            values.iter().map(|v| self.term("_id", v)).collect(),
+        )))
+    }
+
+    /// `multi_match`: `match` on each of `fields` (`name^boost` boosts one), the best field's
+    /// score counting (`best_fields`, the default), or their sum (`most_fields`); `phrase`
+    /// matches each field as a phrase. Without `fields`, every string of the record.
+    fn multi_match(&self, body: &Value) -> Compiled {
+        let Value::Object(options) = body else {
+            return Err(parsing("[multi_match] query must be an object"));
+        };
+        let query = options
+            .get("query")
+            .ok_or_else(|| parsing("[multi_match] requires a [query]"))?;
+        let kind = options
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("best_fields");
+        let fields: Vec<String> = match options.get("fields") {
+            None => Vec::new(),
+            Some(Value::Array(fields)) => fields
+                .iter()
+                .map(|f| f.as_str().map(str::to_owned))
+                .collect::<Option<_>>()
+                .ok_or_else(|| parsing("[multi_match] fields must be names"))?,
+            Some(Value::String(one)) => vec![one.clone()],
+            Some(other) => {
+                return Err(parsing(format!(
+                    "[multi_match] fields must be names, not {other}"
+                )));
+            }
+        };
+        if fields.is_empty() || fields.iter().any(|f| f == "*") {
+            let text = scalar_text("*", query)?;
+            let mut parser = QueryParser::new(
+                self.schema.schema.clone(),
+                vec![self.schema.all],
+                TokenizerManager::default(),
+            );
+            if options
+                .get("operator")
+                .and_then(Value::as_str)
+                .is_some_and(|o| o.eq_ignore_ascii_case("and"))
+            {
+                parser.set_conjunction_by_default();
+            }
+            let terms = analyze(&text).join(" ");
+            return parser
+                .parse_query(&terms)
+                .map_err(|e| parsing(e.to_string()));
+        }
+        let mut per_field = Vec::with_capacity(fields.len());
+        for field in &fields {
+            if field.contains('*') {
+                return Err(parsing(format!(
+                    "[multi_match] field patterns such as [{field}] are not supported yet"
+                )));
+            }
+            let (name, boost) = match field.split_once('^') {
+                Some((name, boost)) => (
+                    name,
+                    boost
+                        .parse::<f32>()
+                        .map_err(|_| parsing(format!("invalid boost in [{field}]")))?,
+                ),
+                None => (field.as_str(), 1.0),
+            };
+            let compiled = match kind {
+                "phrase" => self.phrase(name, query, options)?,
+                "best_fields" | "most_fields" | "cross_fields" | "bool_prefix" => {
+                    self.matching(name, query, options)?
+                }
+                other => {
+                    return Err(parsing(format!(
+                        "[multi_match] type [{other}] is not supported"
+                    )));
+                }
+            };
+            per_field.push(match boost == 1.0 {
+                true => compiled,
+                false => Box::new(BoostQuery::new(compiled, boost)) as Box<dyn Query>,
+            });
+        }
+        Ok(match kind {
+            "most_fields" | "cross_fields" => any_of(per_field),
+            _ => Box::new(DisjunctionMaxQuery::new(per_field)),
+        })
     }
 
     fn query_string(&self, body: &Value) -> Compiled {
