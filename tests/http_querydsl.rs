@@ -610,7 +610,7 @@ async fn aggregations_with_sub_aggregations() {
         "size": 0,
         "query": {"range": {"@timestamp": {"gte": "now-1d"}}},
         "aggs": {
-            "avg_bytes": {"avg": {"field": "bytes"}},
+            "avg_bytes": {"avg": {"field": "bytes"}, "meta": {"unit": "bytes"}},
             "total_bytes": {"sum": {"field": "bytes"}},
             "least": {"min": {"field": "bytes"}},
             "most": {"max": {"field": "bytes"}},
@@ -643,6 +643,7 @@ async fn aggregations_with_sub_aggregations() {
     assert_eq!(answer.body["hits"]["hits"], json!([]));
     assert_eq!(answer.body["hits"]["total"]["value"], 12);
     assert_eq!(aggs["avg_bytes"]["value"], 3617.5);
+    assert_eq!(aggs["avg_bytes"]["meta"], json!({"unit": "bytes"}));
     assert_eq!(aggs["total_bytes"]["value"], 43410.0);
     assert_eq!(aggs["least"]["value"], 0.0);
     assert_eq!(aggs["most"]["value"], 20480.0);

@@ -26,6 +26,9 @@ use super::{
 };
 use crate::error::Result;
 
+/// Where a translated aggregation keeps its `meta` until the answer echoes it.
+const META_MARKER: &str = "strata_meta";
+
 /// The most memory one aggregation request may take, and the most buckets.
 const MEMORY_LIMIT: u64 = 512 << 20;
 const BUCKET_LIMIT: u32 = 65_000;
@@ -78,10 +81,12 @@ pub fn translate(aggs: &Value, fields: &dyn Fields, now: i64) -> Result<Request,
     })
 }
 
-/// The translation without the markers it keeps for [`finish`] (`dates` on a range of dates).
+/// The translation without the markers it keeps for [`finish`] (`dates` on a range of dates,
+/// an aggregation's `meta`).
 fn without_markers(mut value: Value) -> Value {
     if let Value::Object(object) = &mut value {
         object.remove("dates");
+        object.remove(META_MARKER);
         for inner in object.values_mut() {
             *inner = without_markers(std::mem::take(inner));
         }
@@ -117,6 +122,9 @@ fn finish(translated: &Value, result: &mut Value) {
             continue;
         };
         let sub = request.get("aggs");
+        if let Some(meta) = request.get(META_MARKER) {
+            result["meta"] = meta.clone();
+        }
         if request.get("date_histogram").is_some() {
             for bucket in buckets(result) {
                 if let Some(key) = bucket.get("key").and_then(Value::as_f64) {
@@ -213,7 +221,10 @@ fn translate_level(aggs: &Value, fields: &dyn Fields, now: i64) -> Result<Value,
                 "aggs" | "aggregations" => {
                     translated.insert("aggs".into(), translate_level(body, fields, now)?);
                 }
-                "meta" => {}
+                // Echoed in the answer, as Elasticsearch does (kept under a marker meanwhile).
+                "meta" => {
+                    translated.insert(META_MARKER.into(), body.clone());
+                }
                 other if NATIVE.contains(&other) => {
                     if kind.replace(other).is_some() {
                         return Err(invalid(format!(
