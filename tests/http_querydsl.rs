@@ -900,3 +900,41 @@ async fn a_search_may_span_datasets() {
     let none = client.send("POST", "/zzz*/_search", None).await;
     assert_eq!(none.body["hits"]["total"]["value"], 0, "{none:?}");
 }
+
+#[tokio::test]
+async fn uri_search_parameters_and_cluster_health() {
+    let (_dir, _server, client) = with_logs().await;
+    let answer = client
+        .send(
+            "GET",
+            "/logs/_search?q=method%3APOST&size=1&sort=bytes%3Adesc&rest_total_hits_as_int=true&_source=status",
+            None,
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.body["hits"]["total"], 2);
+    let hits = answer.body["hits"]["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0]["_id"], "r10");
+    assert_eq!(hits[0]["_source"], json!({"status": 201}));
+    // The body wins where both say something.
+    let body = json!({"size": 3});
+    let answer = client
+        .send("POST", "/logs/_search?size=1", Some(&body))
+        .await;
+    assert_eq!(answer.body["hits"]["hits"].as_array().unwrap().len(), 3);
+    let refused = client.send("GET", "/logs/_search?colour=red", None).await;
+    assert_eq!(refused.status, 400, "{refused:?}");
+    assert!(
+        refused.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("unrecognized parameter: [colour]")
+    );
+
+    let health = client.send("GET", "/_cluster/health", None).await;
+    assert_eq!(health.status, 200, "{health:?}");
+    assert_eq!(health.body["status"], "green");
+    assert_eq!(health.body["active_primary_shards"], 1);
+    assert_eq!(health.body["number_of_nodes"], 1);
+}
