@@ -13,7 +13,11 @@ use crate::generator;
 /// A release server on loopback in `dir`, with an account and key.
 pub struct Server {
     child: Child,
+    /// The data plane's base URL.
     pub url: String,
+    /// The platform API's base URL (the document benchmarks' only).
+    #[allow(dead_code)]
+    pub platform_url: String,
     pub key: String,
 }
 
@@ -68,15 +72,21 @@ impl Server {
         let info = dir.join("server.json");
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            if let Some(addr) = std::fs::read(&info)
+            if let Some((data, platform)) = std::fs::read(&info)
                 .ok()
                 .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
                 .filter(|v| v["pid"].as_u64() == Some(u64::from(child.id())))
-                .and_then(|v| v["data_addr"].as_str().map(str::to_owned))
+                .and_then(|v| {
+                    Some((
+                        v["data_addr"].as_str()?.to_owned(),
+                        v["platform_addr"].as_str()?.to_owned(),
+                    ))
+                })
             {
                 return Server {
                     child,
-                    url: format!("http://{addr}"),
+                    url: format!("http://{data}"),
+                    platform_url: format!("http://{platform}"),
                     key,
                 };
             }

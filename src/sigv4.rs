@@ -203,6 +203,83 @@ pub fn compute(
     }
 }
 
+/// A request to sign, as a client sends it (`sign`).
+#[derive(Debug, Clone)]
+pub struct Outgoing<'a> {
+    pub method: &'a str,
+    /// `host[:port]` as the request's Host header carries it.
+    pub host: &'a str,
+    /// The path and query, as sent.
+    pub path_and_query: &'a str,
+    /// Headers to sign besides `host` and `x-amz-date` (names in any case).
+    pub headers: &'a [(&'a str, &'a str)],
+    pub body: &'a [u8],
+}
+
+/// Signs `request` at `at` with the key pair: the headers to send with it (`x-amz-date`,
+/// `authorization` and the extra ones, lower-cased; `host` is left to the HTTP client). The
+/// client side of [`verify`], used by strata's own tests and benchmarks.
+pub fn sign(
+    request: &Outgoing<'_>,
+    (access_key, secret_key): (&str, &str),
+    (region, service): (&str, &str),
+    at: DateTime<Utc>,
+) -> Vec<(String, String)> {
+    let amz_date = at.format("%Y%m%dT%H%M%SZ").to_string();
+    let (path, query) = request
+        .path_and_query
+        .split_once('?')
+        .unwrap_or((request.path_and_query, ""));
+    let mut headers: Vec<(String, String)> = vec![
+        ("host".to_owned(), request.host.to_owned()),
+        ("x-amz-date".to_owned(), amz_date.clone()),
+    ];
+    headers.extend(
+        request
+            .headers
+            .iter()
+            .map(|(n, v)| (n.to_lowercase(), (*v).to_owned())),
+    );
+    let mut signed_headers: Vec<String> = headers.iter().map(|(n, _)| n.clone()).collect();
+    signed_headers.sort();
+    let signature = Signature {
+        access_key: access_key.to_owned(),
+        scope: format!("{}/{region}/{service}/aws4_request", &amz_date[..8]),
+        amz_date,
+        signed_headers,
+        signature: String::new(),
+        expires: None,
+    };
+    let body_sha256 = sha256_hex(request.body);
+    let computed = compute(
+        &Request {
+            method: request.method,
+            path,
+            query,
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.as_str(), v.as_str()))
+                .collect(),
+            body_sha256: &body_sha256,
+        },
+        &signature,
+        secret_key,
+        true,
+    );
+    headers.retain(|(name, _)| name != "host");
+    headers.push((
+        "authorization".to_owned(),
+        format!(
+            "{ALGORITHM} Credential={}/{}, SignedHeaders={}, Signature={}",
+            signature.access_key,
+            signature.scope,
+            signature.signed_headers.join(";"),
+            computed.signature
+        ),
+    ));
+    headers
+}
+
 /// The key that signs requests of one day, region and service.
 pub fn signing_key(secret: &str, date: &str, region: &str, service: &str) -> hmac::Key {
     let step = |key: &[u8], data: &str| {

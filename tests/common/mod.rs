@@ -495,61 +495,19 @@ impl Signed {
         body: &[u8],
         at: chrono::DateTime<chrono::Utc>,
     ) -> Vec<(String, String)> {
-        use strata::sigv4;
-        let host = self.base.trim_start_matches("http://").to_owned();
-        let amz_date = at.format("%Y%m%dT%H%M%SZ").to_string();
-        let (path, query) = path_and_query
-            .split_once('?')
-            .unwrap_or((path_and_query, ""));
-        let mut headers: Vec<(String, String)> = vec![
-            ("host".to_owned(), host),
-            ("x-amz-date".to_owned(), amz_date.clone()),
-        ];
-        headers.extend(
-            extra
-                .iter()
-                .map(|(n, v)| (n.to_lowercase(), (*v).to_owned())),
-        );
-        let mut signed_headers: Vec<String> = headers.iter().map(|(n, _)| n.clone()).collect();
-        signed_headers.sort();
-        let signature = sigv4::Signature {
-            access_key: self.credentials.access_key.clone(),
-            scope: format!(
-                "{}/{}/{}/aws4_request",
-                &amz_date[..8],
-                self.region,
-                self.service
-            ),
-            amz_date,
-            signed_headers,
-            signature: String::new(),
-            expires: None,
-        };
-        let body_sha256 = sigv4::sha256_hex(body);
-        let request = sigv4::Request {
-            method,
-            path,
-            query,
-            headers: headers
-                .iter()
-                .map(|(n, v)| (n.as_str(), v.as_str()))
-                .collect(),
-            body_sha256: &body_sha256,
-        };
-        let computed = sigv4::compute(&request, &signature, &self.credentials.secret_key, true);
-        headers.retain(|(name, _)| name != "host");
-        headers.push((
-            "authorization".to_owned(),
-            format!(
-                "{} Credential={}/{}, SignedHeaders={}, Signature={}",
-                sigv4::ALGORITHM,
-                signature.access_key,
-                signature.scope,
-                signature.signed_headers.join(";"),
-                computed.signature
-            ),
-        ));
-        headers
+        let host = self.base.trim_start_matches("http://");
+        strata::sigv4::sign(
+            &strata::sigv4::Outgoing {
+                method,
+                host,
+                path_and_query,
+                headers: extra,
+                body,
+            },
+            (&self.credentials.access_key, &self.credentials.secret_key),
+            (&self.region, &self.service),
+            at,
+        )
     }
 
     /// Sends `headers` (signed ones, or not) with `body`; `None` when the server is gone.

@@ -1,0 +1,511 @@
+//! Platform-API document benchmarks over a seeded, generated http-logs-like corpus
+//! (benches/logs.rs), each next to a baseline in the same run.
+//!
+//! `cargo bench -p strata --bench documents -- bulk [--docs 1000000] [--queries 200]`
+//!   NDJSON bulk ingestion (`POST /logs/_bulk`, 1000 records a request, SigV4-signed) through
+//!   a release `strata serve`, with 1 and with 8 concurrent clients, each into a new server:
+//!   until the last request is acknowledged, and until every record is in a segment file. Baseline: the same NDJSON lines parsed and indexed with tantivy directly, into
+//!   the document schema strata uses (`DocsSchema`), by an `IndexWriter` with tantivy's
+//!   default threads and a 256 MiB budget, committed.
+//!
+//!   Then query latency (p50, p99; one client, sequentially) over the 8-client server's
+//!   records, for `match`, `term`, `range` + `terms` aggregation and `date_histogram`, against
+//!   the same query run with tantivy directly over the baseline's index (TopDocs + Count, or
+//!   tantivy's own aggregations). Both sides' answers are checked to agree.
+//!
+//! Prints markdown tables for docs/benchmarks.md.
+
+// A benchmark program: failing loudly is its error handling, and `Server`'s Drop kills and
+// waits for the server it spawns.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::zombie_processes
+)]
+
+#[allow(dead_code)]
+mod generator;
+mod logs;
+#[allow(dead_code)]
+mod server;
+
+use std::{
+    collections::BTreeMap,
+    ops::Bound,
+    path::{Path, PathBuf},
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use clap::{Parser, Subcommand};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use serde_json::{Value, json};
+use server::Server;
+use strata_projections::table::docs::DocsSchema;
+use tantivy::{
+    DateTime, Index, Searcher, TantivyDocument, Term,
+    aggregation::{
+        AggContextParams, AggregationCollector, AggregationLimitsGuard, agg_req::Aggregations,
+    },
+    collector::{Count, TopDocs},
+    query::{AllQuery, Query, RangeQuery, TermQuery},
+    schema::{IndexRecordOption, OwnedValue},
+};
+
+#[derive(Parser)]
+struct Args {
+    #[command(subcommand)]
+    bench: Bench,
+    /// Where the servers' data and the baseline's index go (default: under /var/tmp).
+    #[arg(long, global = true)]
+    dir: Option<PathBuf>,
+    /// Ignored: cargo bench passes it.
+    #[arg(long, hide = true, global = true)]
+    bench_flag: bool,
+}
+
+#[derive(Subcommand)]
+enum Bench {
+    Bulk {
+        #[arg(long, default_value_t = 1_000_000)]
+        docs: usize,
+        #[arg(long, default_value_t = 200)]
+        queries: usize,
+    },
+}
+
+const SEED: u64 = 1998;
+const PER_REQUEST: usize = 1000;
+const WARM_UP: usize = 20;
+const DATASET: &str = "logs";
+
+fn main() {
+    let args = Args::parse_from(std::env::args().filter(|a| a != "--bench"));
+    let scratch = args.dir.clone().unwrap_or_else(|| {
+        PathBuf::from("/var/tmp").join(format!("strata-bench-{}", std::process::id()))
+    });
+    std::fs::create_dir_all(&scratch).unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    match args.bench {
+        Bench::Bulk { docs, queries } => runtime.block_on(bulk(&scratch, docs, queries)),
+    }
+    if args.dir.is_none() {
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
+}
+
+/// A platform-API client signing with the root user's keys.
+#[derive(Clone)]
+struct Platform {
+    http: reqwest::Client,
+    base: String,
+    keys: (String, String),
+}
+
+impl Platform {
+    fn of(server: &Server, dir: &Path) -> Platform {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(["users", "create-root", "--account", "bench", "--json"])
+            .arg("--data-dir")
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let user: Value = serde_json::from_slice(&out.stdout).unwrap();
+        Platform {
+            http: reqwest::Client::new(),
+            base: server.platform_url.clone(),
+            keys: (
+                user["access_key"].as_str().unwrap().to_owned(),
+                user["secret_key"].as_str().unwrap().to_owned(),
+            ),
+        }
+    }
+
+    async fn send(&self, method: &str, path: &str, content_type: &str, body: Vec<u8>) -> Value {
+        let headers = strata::sigv4::sign(
+            &strata::sigv4::Outgoing {
+                method,
+                host: self.base.trim_start_matches("http://"),
+                path_and_query: path,
+                headers: &[("content-type", content_type)],
+                body: &body,
+            },
+            (&self.keys.0, &self.keys.1),
+            ("us-east-1", "strata"),
+            chrono::Utc::now(),
+        );
+        let mut request = self.http.request(
+            reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+            format!("{}{path}", self.base),
+        );
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        let response = request.body(body).send().await.unwrap();
+        let status = response.status();
+        let answer: Value = response.json().await.unwrap();
+        assert!(status.is_success(), "{method} {path}: {status} {answer}");
+        answer
+    }
+
+    async fn search(&self, body: &Value) -> Value {
+        self.send(
+            "POST",
+            &format!("/{DATASET}/_search"),
+            "application/json",
+            body.to_string().into_bytes(),
+        )
+        .await
+    }
+}
+
+/// The bulk bodies: `PER_REQUEST` records each, every one an index action.
+fn bulk_bodies(records: &[String]) -> Vec<Vec<u8>> {
+    records
+        .chunks(PER_REQUEST)
+        .map(|chunk| {
+            let mut body = String::with_capacity(chunk.iter().map(|r| r.len() + 14).sum());
+            for record in chunk {
+                body.push_str("{\"index\":{}}\n");
+                body.push_str(record);
+                body.push('\n');
+            }
+            body.into_bytes()
+        })
+        .collect()
+}
+
+/// Loads `bodies` into a new server in `dir` with `clients` concurrent clients; returns the
+/// server, its client, and the time until acknowledged and until settled in segments.
+async fn load(
+    dir: &Path,
+    bodies: &Arc<Vec<Vec<u8>>>,
+    docs: usize,
+    clients: usize,
+) -> (Server, Platform, Duration, Duration) {
+    std::fs::create_dir_all(dir).unwrap();
+    let server = Server::start(dir, &["--set", "tables.flush_age_ms=500"]);
+    let platform = Platform::of(&server, dir);
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..clients)
+        .map(|_| {
+            let (platform, bodies, next) = (platform.clone(), bodies.clone(), next.clone());
+            tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(body) = bodies.get(i) else { break };
+                    let answer = platform
+                        .send(
+                            "POST",
+                            &format!("/{DATASET}/_bulk"),
+                            "application/x-ndjson",
+                            body.clone(),
+                        )
+                        .await;
+                    assert_eq!(answer["errors"], json!(false), "{answer}");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let acknowledged = started.elapsed();
+    server::wait_for_segment_rows(&dir.join("tables"), docs).await;
+    let in_segments = started.elapsed();
+    // Compaction may go on: let it end before the queries.
+    server::settle(&dir.join("tables"), docs).await;
+    (server, platform, acknowledged, in_segments)
+}
+
+/// A record as the document index holds it: strings that are dates as dates (strata's date
+/// detection), numbers as numbers, every string also in `all`.
+fn tantivy_document(schema: &DocsSchema, line: &str, row: u64) -> TantivyDocument {
+    let Value::Object(record) = serde_json::from_str(line).unwrap() else {
+        panic!("a record is an object")
+    };
+    let mut object = BTreeMap::new();
+    let mut document = TantivyDocument::new();
+    document.add_u64(schema.row_id, row);
+    for (name, value) in record {
+        let value = match value {
+            Value::String(text) => match chrono::DateTime::parse_from_rfc3339(&text) {
+                Ok(at) => OwnedValue::Date(DateTime::from_timestamp_millis(at.timestamp_millis())),
+                Err(_) => {
+                    document.add_text(schema.all, &text);
+                    OwnedValue::Str(text)
+                }
+            },
+            Value::Number(n) => match n.as_i64() {
+                Some(i) => OwnedValue::I64(i),
+                None => OwnedValue::F64(n.as_f64().unwrap()),
+            },
+            Value::Bool(b) => OwnedValue::Bool(b),
+            other => OwnedValue::Str(other.to_string()),
+        };
+        object.insert(name, value);
+    }
+    document.add_object(schema.text, object.clone());
+    document.add_object(schema.keyword, object);
+    document
+}
+
+/// The baseline: the NDJSON lines parsed and indexed by tantivy directly; returns the index and
+/// how long parsing, indexing and the commit took.
+fn tantivy_baseline(dir: &Path, records: &[String]) -> (Index, Duration) {
+    std::fs::create_dir_all(dir).unwrap();
+    let schema = DocsSchema::new();
+    let started = Instant::now();
+    let index = Index::create_in_dir(dir, schema.schema.clone()).unwrap();
+    let mut writer: tantivy::IndexWriter = index.writer(256 << 20).unwrap();
+    for (row, line) in records.iter().enumerate() {
+        writer
+            .add_document(tantivy_document(&schema, line, row as u64))
+            .unwrap();
+    }
+    writer.commit().unwrap();
+    writer.wait_merging_threads().unwrap();
+    (index, started.elapsed())
+}
+
+fn throughput_row(what: &str, docs: usize, took: Duration, baseline: Option<Duration>) {
+    let ratio = baseline.map_or("1.00 (baseline)".to_owned(), |b| {
+        format!("{:.2}", b.as_secs_f64() / took.as_secs_f64())
+    });
+    println!(
+        "| {what} | {docs} | {:.2} | {:.0} | {ratio} |",
+        took.as_secs_f64(),
+        docs as f64 / took.as_secs_f64()
+    );
+}
+
+/// One query of each kind: the Query DSL body, and the same question put to tantivy directly
+/// (a query, and aggregations or none). `seed` picks the values.
+struct Case {
+    body: Value,
+    query: Box<dyn Query>,
+    aggs: Option<Value>,
+}
+
+fn keyword_term(schema: &DocsSchema, path: &str) -> Term {
+    Term::from_field_json_path(schema.keyword, path, true)
+}
+
+fn cases(kind: &str, count: usize) -> Vec<Case> {
+    let schema = DocsSchema::new();
+    let mut rng = StdRng::seed_from_u64(7);
+    let words = logs::query_words();
+    let statuses = logs::statuses();
+    (0..count)
+        .map(|_| match kind {
+            "match" => {
+                let word = words[rng.random_range(0..words.len())];
+                let mut term = Term::from_field_json_path(schema.text, "request", true);
+                term.append_type_and_str(word);
+                Case {
+                    body: json!({"query": {"match": {"request": word}}, "track_total_hits": true}),
+                    query: Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)),
+                    aggs: None,
+                }
+            }
+            "term" => {
+                let status = statuses[rng.random_range(0..statuses.len())];
+                let mut term = keyword_term(&schema, "status");
+                term.append_type_and_fast_value(i64::from(status));
+                Case {
+                    body: json!({"query": {"term": {"status": status}}, "track_total_hits": true}),
+                    query: Box::new(TermQuery::new(term, IndexRecordOption::Basic)),
+                    aggs: None,
+                }
+            }
+            "range_terms" => {
+                let hour = rng.random_range(0..23);
+                let from = logs::START_MS + hour * 3_600_000;
+                let to = from + 3_600_000;
+                let bound = |ms: i64| {
+                    let mut term = keyword_term(&schema, "@timestamp");
+                    term.append_type_and_fast_value(DateTime::from_timestamp_millis(ms));
+                    term
+                };
+                Case {
+                    body: json!({
+                        "size": 0,
+                        "track_total_hits": true,
+                        "query": {"range": {"@timestamp": {"gte": from, "lt": to}}},
+                        "aggs": {"statuses": {"terms": {"field": "status"}}},
+                    }),
+                    query: Box::new(RangeQuery::new(
+                        Bound::Included(bound(from)),
+                        Bound::Excluded(bound(to)),
+                    )),
+                    aggs: Some(json!({"statuses": {"terms": {"field": "kw.status"}}})),
+                }
+            }
+            "date_histogram" => Case {
+                body: json!({
+                    "size": 0,
+                    "track_total_hits": true,
+                    "aggs": {"hours": {"date_histogram": {"field": "@timestamp", "fixed_interval": "1h"}}},
+                }),
+                query: Box::new(AllQuery),
+                aggs: Some(json!({"hours": {"date_histogram": {
+                    "field": "kw.@timestamp", "fixed_interval": "1h"}}})),
+            },
+            other => panic!("unknown query kind {other}"),
+        })
+        .collect()
+}
+
+/// Runs a case with tantivy directly: the count, and the aggregation result as JSON.
+fn run_tantivy(searcher: &Searcher, case: &Case) -> (usize, Value) {
+    match &case.aggs {
+        None => {
+            let (top, count) = searcher
+                .search(
+                    &case.query,
+                    &(TopDocs::with_limit(10).order_by_score(), Count),
+                )
+                .unwrap();
+            std::hint::black_box(top);
+            (count, Value::Null)
+        }
+        Some(aggs) => {
+            let aggs: Aggregations = serde_json::from_value(aggs.clone()).unwrap();
+            let context = AggContextParams::new(
+                AggregationLimitsGuard::default(),
+                tantivy::tokenizer::TokenizerManager::default(),
+            );
+            let collector = AggregationCollector::from_aggs(aggs, context);
+            let (count, result) = searcher.search(&case.query, &(Count, collector)).unwrap();
+            (count, serde_json::to_value(result).unwrap())
+        }
+    }
+}
+
+/// The bucket counts of an aggregation answer (strata's or tantivy's), keyed by bucket key.
+fn bucket_counts(answer: &Value) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    if let Some(aggs) = answer.as_object() {
+        for agg in aggs.values() {
+            for bucket in agg["buckets"].as_array().into_iter().flatten() {
+                let key = match &bucket["key"] {
+                    Value::Number(n) => format!("{}", n.as_f64().unwrap()),
+                    other => other.to_string(),
+                };
+                let count = bucket["doc_count"].as_u64().unwrap();
+                if count > 0 {
+                    out.insert(key, count);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+async fn bulk(dir: &Path, docs: usize, queries: usize) {
+    let generated = Instant::now();
+    let records = logs::records(SEED, docs);
+    let bytes: usize = records.iter().map(|r| r.len()).sum();
+    eprintln!(
+        "{docs} records, {:.0} bytes each on average, generated in {:.1}s",
+        bytes as f64 / docs as f64,
+        generated.elapsed().as_secs_f64()
+    );
+    let bodies = Arc::new(bulk_bodies(&records));
+    let (index, baseline) = tantivy_baseline(&dir.join("tantivy"), &records);
+    drop(records);
+    let reader = index.reader().unwrap();
+    let searcher = reader.searcher();
+    eprintln!("baseline indexed in {:.1}s", baseline.as_secs_f64());
+
+    let (one, _, one_acked, one_settled) = load(&dir.join("one"), &bodies, docs, 1).await;
+    drop(one);
+    let (server, platform, eight_acked, eight_settled) =
+        load(&dir.join("eight"), &bodies, docs, 8).await;
+
+    println!("| what | records | seconds | records/s | ratio to baseline |");
+    println!("|---|---|---|---|---|");
+    throughput_row(
+        "tantivy directly: parse, index, commit",
+        docs,
+        baseline,
+        None,
+    );
+    for (what, took) in [
+        ("strata bulk, 1 client, until acknowledged", one_acked),
+        (
+            "strata bulk, 1 client, until every record is in a segment",
+            one_settled,
+        ),
+        ("strata bulk, 8 clients, until acknowledged", eight_acked),
+        (
+            "strata bulk, 8 clients, until every record is in a segment",
+            eight_settled,
+        ),
+    ] {
+        throughput_row(what, docs, took, Some(baseline));
+    }
+
+    println!();
+    println!(
+        "| query | tantivy p50 ms | tantivy p99 ms | strata p50 ms | strata p99 ms | p50 ratio (tantivy / strata) |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for kind in ["match", "term", "range_terms", "date_histogram"] {
+        let cases = cases(kind, queries + WARM_UP);
+        let mut raw = Vec::with_capacity(queries);
+        let mut ours = Vec::with_capacity(queries);
+        for (i, case) in cases.iter().enumerate() {
+            let started = Instant::now();
+            let (count, aggs) = run_tantivy(&searcher, case);
+            let raw_took = started.elapsed();
+            let started = Instant::now();
+            let answer = platform.search(&case.body).await;
+            let our_took = started.elapsed();
+            assert_eq!(
+                answer["hits"]["total"]["value"].as_u64(),
+                Some(count as u64),
+                "{kind}: strata and tantivy disagree on {}",
+                case.body
+            );
+            if case.aggs.is_some() {
+                assert_eq!(
+                    bucket_counts(&answer["aggregations"]),
+                    bucket_counts(&aggs),
+                    "{kind}: the buckets disagree on {}",
+                    case.body
+                );
+            }
+            if i >= WARM_UP {
+                raw.push(raw_took);
+                ours.push(our_took);
+            }
+        }
+        raw.sort();
+        ours.sort();
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        println!(
+            "| {kind} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            ms(percentile(&raw, 0.5)),
+            ms(percentile(&raw, 0.99)),
+            ms(percentile(&ours, 0.5)),
+            ms(percentile(&ours, 0.99)),
+            percentile(&raw, 0.5).as_secs_f64() / percentile(&ours, 0.5).as_secs_f64()
+        );
+    }
+    drop(server);
+}
