@@ -14,6 +14,7 @@ pub mod mapping;
 pub mod source;
 
 use serde_json::{Map, Value};
+use strata_projections::{catalog::ColumnDef, schema::ColumnType};
 
 pub use crate::engine::{ID_FIELD, TIMESTAMP_FIELD};
 
@@ -114,6 +115,42 @@ impl Document {
             timestamp,
             fields,
         })
+    }
+}
+
+impl Document {
+    /// Gathers the fields flattened under each `geo_point` column of `columns` (`place.lat`
+    /// and `place.lon`, or a GeoJSON object's `place.type` and `place.coordinates`) back into
+    /// one object at the column's name, which the column reads as a point.
+    pub fn gather_points(&mut self, columns: &[ColumnDef]) {
+        for column in columns
+            .iter()
+            .filter(|c| c.data_type == ColumnType::GeoPoint)
+        {
+            let prefix = format!("{}.", column.name);
+            if !self
+                .fields
+                .iter()
+                .any(|(name, _)| name.starts_with(&prefix))
+            {
+                continue;
+            }
+            let mut point = Map::new();
+            let mut at = None;
+            let mut kept = Vec::with_capacity(self.fields.len());
+            for (name, value) in std::mem::take(&mut self.fields) {
+                match name.strip_prefix(&prefix) {
+                    Some(rest) => {
+                        at.get_or_insert(kept.len());
+                        source::insert(&mut point, rest, value);
+                    }
+                    None => kept.push((name, value)),
+                }
+            }
+            let at = at.unwrap_or(kept.len());
+            kept.insert(at, (column.name.clone(), Value::Object(point)));
+            self.fields = kept;
+        }
     }
 }
 

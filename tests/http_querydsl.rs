@@ -758,7 +758,7 @@ async fn aggregations_with_sub_aggregations() {
         .send(
             "POST",
             "/logs/_search",
-            Some(&json!({"aggs": {"m": {"date_histogram": {"field": "@timestamp", "calendar_interval": "month"}}}})),
+            Some(&json!({"aggs": {"m": {"date_histogram": {"field": "@timestamp", "calendar_interval": "2M"}}}})),
         )
         .await;
     assert_eq!(refused.status, 400, "{refused:?}");
@@ -937,4 +937,101 @@ async fn uri_search_parameters_and_cluster_health() {
     assert_eq!(health.body["status"], "green");
     assert_eq!(health.body["active_primary_shards"], 1);
     assert_eq!(health.body["number_of_nodes"], 1);
+}
+
+#[tokio::test]
+async fn calendar_histograms_bucket_by_month_quarter_and_year() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let client = Signed::new(&server, &root_user(dir.path(), "acme"));
+    let mut lines = Vec::new();
+    for (i, at) in [
+        "2025-11-15T10:00:00Z",
+        "2025-12-31T23:59:59Z",
+        "2026-01-01T00:00:00Z",
+        "2026-03-10T08:00:00Z",
+        "2026-04-01T00:00:00Z",
+    ]
+    .iter()
+    .enumerate()
+    {
+        lines.push(json!({"index": {"_id": format!("d{i}")}}));
+        lines.push(json!({"@timestamp": at, "n": i}));
+    }
+    let written = client.send_ndjson("POST", "/dates/json", &lines).await;
+    assert_eq!(written.body["errors"], false, "{written:?}");
+    let buckets = |answer: &common::Answer| -> Vec<(String, i64)> {
+        answer.body["aggregations"]["h"]["buckets"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{answer:?}"))
+            .iter()
+            .map(|b| {
+                (
+                    b["key_as_string"].as_str().unwrap()[..7].to_owned(),
+                    b["doc_count"].as_i64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let histogram = |interval: &str, query: Value| {
+        json!({"size": 0, "query": query, "aggs": {"h": {"date_histogram": {
+            "field": "@timestamp", "calendar_interval": interval}}}})
+    };
+    let all = json!({"match_all": {}});
+    let answer = client
+        .send(
+            "POST",
+            "/dates/_search",
+            Some(&histogram("month", all.clone())),
+        )
+        .await;
+    assert_eq!(
+        buckets(&answer),
+        [
+            ("2025-11".to_owned(), 1),
+            ("2025-12".to_owned(), 1),
+            ("2026-01".to_owned(), 1),
+            ("2026-02".to_owned(), 0),
+            ("2026-03".to_owned(), 1),
+            ("2026-04".to_owned(), 1),
+        ]
+    );
+    let first = &answer.body["aggregations"]["h"]["buckets"][0];
+    assert_eq!(first["key"], 1_761_955_200_000_i64, "{first}");
+    let answer = client
+        .send(
+            "POST",
+            "/dates/_search",
+            Some(&histogram("1q", all.clone())),
+        )
+        .await;
+    assert_eq!(
+        buckets(&answer),
+        [
+            ("2025-10".to_owned(), 2),
+            ("2026-01".to_owned(), 2),
+            ("2026-04".to_owned(), 1)
+        ]
+    );
+    let answer = client
+        .send("POST", "/dates/_search", Some(&histogram("year", all)))
+        .await;
+    assert_eq!(
+        buckets(&answer),
+        [("2025-01".to_owned(), 2), ("2026-01".to_owned(), 3)]
+    );
+    // Buckets run from the first period with a match to the last.
+    let later = json!({"range": {"n": {"gte": 1, "lte": 3}}});
+    let answer = client
+        .send("POST", "/dates/_search", Some(&histogram("1M", later)))
+        .await;
+    assert_eq!(
+        buckets(&answer),
+        [
+            ("2025-12".to_owned(), 1),
+            ("2026-01".to_owned(), 1),
+            ("2026-02".to_owned(), 0),
+            ("2026-03".to_owned(), 1),
+        ]
+    );
 }

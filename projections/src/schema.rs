@@ -49,6 +49,17 @@ pub enum ColumnType {
     Vector {
         dim: u32,
     },
+    /// A point on the globe: a struct of `lat` and `lon`, in degrees (a dataset's `geo_point`).
+    GeoPoint,
+}
+
+/// The fields of a geo point's Arrow struct: `lat` and `lon`, in degrees.
+pub fn geo_point_fields() -> arrow_schema::Fields {
+    vec![
+        Field::new("lat", DataType::Float64, false),
+        Field::new("lon", DataType::Float64, false),
+    ]
+    .into()
 }
 
 impl ColumnType {
@@ -84,6 +95,7 @@ impl ColumnType {
                 Arc::new(Field::new("item", DataType::Float32, true)),
                 *dim as i32,
             ),
+            ColumnType::GeoPoint => DataType::Struct(geo_point_fields()),
         }
     }
 
@@ -91,7 +103,10 @@ impl ColumnType {
     pub fn is_scalar(&self) -> bool {
         !matches!(
             self,
-            ColumnType::List(_) | ColumnType::Vector { .. } | ColumnType::Binary
+            ColumnType::List(_)
+                | ColumnType::Vector { .. }
+                | ColumnType::Binary
+                | ColumnType::GeoPoint
         )
     }
 
@@ -112,6 +127,7 @@ impl ColumnType {
             "utf8" => Some(ColumnType::Utf8),
             "binary" => Some(ColumnType::Binary),
             "date32" => Some(ColumnType::Date32),
+            "geo_point" => Some(ColumnType::GeoPoint),
             _ => None,
         };
         if let Some(simple) = simple {
@@ -213,6 +229,7 @@ impl fmt::Display for ColumnType {
             }
             ColumnType::List(item) => write!(f, "list<{item}>"),
             ColumnType::Vector { dim } => write!(f, "vector<float32,{dim}>"),
+            ColumnType::GeoPoint => f.write_str("geo_point"),
         }
     }
 }
@@ -257,6 +274,7 @@ mod tests {
             "list<utf8>",
             "list<list<int64>>",
             "vector<float32,384>",
+            "geo_point",
         ] {
             let parsed: ColumnType = text.parse().unwrap();
             assert_eq!(parsed.to_string(), text);
@@ -301,6 +319,10 @@ mod tests {
     fn arrow_types() {
         let vector: ColumnType = "vector<float32,4>".parse().unwrap();
         assert!(matches!(vector.to_arrow(), DataType::FixedSizeList(_, 4)));
+        let point: ColumnType = "geo_point".parse().unwrap();
+        assert!(
+            matches!(point.to_arrow(), DataType::Struct(fields) if fields.len() == 2 && fields[0].name() == "lat")
+        );
         let ts: ColumnType = "timestamp[us,UTC]".parse().unwrap();
         assert_eq!(
             ts.to_arrow(),

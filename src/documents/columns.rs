@@ -10,15 +10,19 @@
 
 use std::{collections::HashMap, sync::Arc};
 
-use arrow::array::{
-    ArrayRef, BooleanBuilder, Float64Builder, Int64Builder, RecordBatch, StringBuilder,
-    TimestampMillisecondBuilder,
+use arrow::{
+    array::{
+        ArrayRef, BooleanBuilder, FixedSizeListBuilder, Float32Builder, Float64Builder,
+        Int64Builder, RecordBatch, StringBuilder, StructArray, TimestampMillisecondBuilder,
+    },
+    buffer::NullBuffer,
+    datatypes::{DataType, Field},
 };
 use serde_json::Value;
 use strata_projections::{
     catalog::{ColumnDef, TableDef},
     schema::{ColumnType, TimestampUnit},
-    table::rows,
+    table::{geo, rows},
 };
 
 use super::{Document, ID_FIELD, Refusal, TIMESTAMP_FIELD, parse_date};
@@ -50,6 +54,8 @@ enum Cell {
     Float(f64),
     Text(String),
     Millis(i64),
+    Point(geo::Point),
+    Vector(Vec<f32>),
 }
 
 /// `value` as a cell of a `column` column; `None` when it does not fit.
@@ -77,6 +83,12 @@ fn cell(column: &ColumnType, value: &Value) -> Option<Cell> {
             "false" => Some(Cell::Bool(false)),
             _ => None,
         },
+        (ColumnType::GeoPoint, value) => geo::parse_point(value).ok().map(Cell::Point),
+        (ColumnType::Vector { dim }, Value::Array(items)) if items.len() == *dim as usize => items
+            .iter()
+            .map(|v| v.as_f64().map(|f| f as f32).filter(|f| f.is_finite()))
+            .collect::<Option<Vec<f32>>>()
+            .map(Cell::Vector),
         (column, value) if *column == DATE => match value {
             Value::String(s) => parse_date(s).map(Cell::Millis),
             Value::Number(n) => n.as_i64().map(Cell::Millis),
@@ -193,6 +205,9 @@ enum Builder {
     Float(Float64Builder),
     Text(StringBuilder),
     Millis(TimestampMillisecondBuilder),
+    /// Latitudes, longitudes and which points are there.
+    Point(Vec<f64>, Vec<f64>, Vec<bool>),
+    Vector(FixedSizeListBuilder<Float32Builder>),
 }
 
 impl Builder {
@@ -207,6 +222,19 @@ impl Builder {
             column if *column == DATE => Builder::Millis(
                 TimestampMillisecondBuilder::with_capacity(capacity).with_timezone("UTC"),
             ),
+            ColumnType::GeoPoint => Builder::Point(
+                Vec::with_capacity(capacity),
+                Vec::with_capacity(capacity),
+                Vec::with_capacity(capacity),
+            ),
+            ColumnType::Vector { dim } => Builder::Vector(
+                FixedSizeListBuilder::with_capacity(
+                    Float32Builder::with_capacity(capacity * *dim as usize),
+                    *dim as i32,
+                    capacity,
+                )
+                .with_field(Field::new("item", DataType::Float32, true)),
+            ),
             _ => return None,
         })
     }
@@ -218,6 +246,24 @@ impl Builder {
             (Builder::Float(b), Some(Cell::Float(v))) => b.append_value(v),
             (Builder::Text(b), Some(Cell::Text(v))) => b.append_value(v),
             (Builder::Millis(b), Some(Cell::Millis(v))) => b.append_value(v),
+            (Builder::Point(lat, lon, valid), cell) => {
+                let point = match cell {
+                    Some(Cell::Point(p)) => Some(p),
+                    _ => None,
+                };
+                lat.push(point.map_or(0.0, |p| p.lat));
+                lon.push(point.map_or(0.0, |p| p.lon));
+                valid.push(point.is_some());
+            }
+            (Builder::Vector(b), Some(Cell::Vector(v))) => {
+                b.values().append_slice(&v);
+                b.append(true);
+            }
+            (Builder::Vector(b), _) => {
+                let dim = b.value_length() as usize;
+                b.values().append_nulls(dim);
+                b.append(false);
+            }
             (Builder::Bool(b), _) => b.append_null(),
             (Builder::Int(b), _) => b.append_null(),
             (Builder::Float(b), _) => b.append_null(),
@@ -233,6 +279,18 @@ impl Builder {
             Builder::Float(mut b) => Arc::new(b.finish()),
             Builder::Text(mut b) => Arc::new(b.finish()),
             Builder::Millis(mut b) => Arc::new(b.finish()),
+            Builder::Point(lat, lon, valid) => {
+                let children: Vec<ArrayRef> = vec![
+                    Arc::new(arrow::array::Float64Array::from(lat)),
+                    Arc::new(arrow::array::Float64Array::from(lon)),
+                ];
+                Arc::new(StructArray::new(
+                    strata_projections::schema::geo_point_fields(),
+                    children,
+                    Some(NullBuffer::from(valid)),
+                ))
+            }
+            Builder::Vector(mut b) => Arc::new(b.finish()),
         }
     }
 }

@@ -4,15 +4,24 @@
 
 use serde_json::{Map, Value, json};
 use strata_projections::{
-    catalog::{ColumnDef, TableDef},
-    schema::ColumnType,
+    catalog::{ColumnDef, TableDef, VectorMetric},
+    schema::{ColumnType, MAX_VECTOR_DIM},
 };
 
 use super::{ID_FIELD, TIMESTAMP_FIELD};
 use crate::error::Error;
 
-/// The Elasticsearch field type of a column.
-fn field_type(column: &ColumnDef) -> Value {
+/// OpenSearch's name of a vector space.
+fn space_type(metric: VectorMetric) -> &'static str {
+    match metric {
+        VectorMetric::L2 => "l2",
+        VectorMetric::Cosine => "cosinesimil",
+        VectorMetric::Dot => "innerproduct",
+    }
+}
+
+/// The Elasticsearch field type of a column of `table`.
+fn field_type(table: &TableDef, column: &ColumnDef) -> Value {
     match &column.data_type {
         // A string is searchable as text, and as a keyword (also under `<name>.keyword`).
         ColumnType::Utf8 => json!({
@@ -30,7 +39,12 @@ fn field_type(column: &ColumnDef) -> Value {
         ColumnType::Float64 => json!({"type": "double"}),
         ColumnType::Timestamp { .. } | ColumnType::Date32 => json!({"type": "date"}),
         ColumnType::Binary => json!({"type": "binary"}),
-        ColumnType::Vector { dim } => json!({"type": "knn_vector", "dimension": dim}),
+        ColumnType::Vector { dim } => json!({
+            "type": "knn_vector",
+            "dimension": dim,
+            "space_type": space_type(table.vector_metric.unwrap_or(VectorMetric::Cosine)),
+        }),
+        ColumnType::GeoPoint => json!({"type": "geo_point"}),
         ColumnType::List(_) => json!({"type": "text"}),
     }
 }
@@ -51,32 +65,86 @@ fn column_type(kind: &str) -> Option<ColumnType> {
             unit: TimestampUnit::Milliseconds,
             utc: true,
         },
+        "geo_point" => ColumnType::GeoPoint,
         _ => return None,
     })
 }
 
+/// What a `mappings` object declares: columns, and the one vector field a dataset may have
+/// (its vector index's column and metric).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Declared {
+    pub columns: Vec<ColumnDef>,
+    pub vector: Option<(String, VectorMetric)>,
+}
+
+fn bad(reason: String) -> Error {
+    Error::BadRequest(format!("invalid mappings: {reason}"))
+}
+
 /// The columns an Elasticsearch `mappings` object declares (PUT /{dataset}): each field of
 /// `properties` (objects' `properties` flattened with dots) as the column dynamic mapping would
-/// give its values. `dynamic` and `_source` are accepted; a type strata does not serve yet is a
-/// 400 naming it.
-pub fn declared_columns(mappings: &Value) -> Result<Vec<ColumnDef>, Error> {
-    let bad = |reason: String| Error::BadRequest(format!("invalid mappings: {reason}"));
+/// give its values; `geo_point` as a point column; one `knn_vector` (OpenSearch's, with its
+/// `dimension` and `space_type`) or `dense_vector` (Elasticsearch's, `dims` and `similarity`)
+/// as the dataset's vector column. `dynamic` and `_source` are accepted; a type strata does not
+/// serve yet is a 400 naming it.
+pub fn declared_columns(mappings: &Value) -> Result<Declared, Error> {
     let Value::Object(mappings) = mappings else {
         return Err(bad("they must be a JSON object".to_owned()));
     };
-    let mut columns = Vec::new();
+    let mut declared = Declared::default();
     for (key, value) in mappings {
         match key.as_str() {
-            "properties" => declare("", value, &mut columns)?,
+            "properties" => declare("", value, &mut declared)?,
             "dynamic" | "_source" | "_meta" | "date_detection" | "numeric_detection" => {}
             other => return Err(bad(format!("[{other}] is not supported"))),
         }
     }
-    Ok(columns)
+    Ok(declared)
 }
 
-fn declare(prefix: &str, properties: &Value, out: &mut Vec<ColumnDef>) -> Result<(), Error> {
-    let bad = |reason: String| Error::BadRequest(format!("invalid mappings: {reason}"));
+/// The dimension and metric of a declared vector field.
+fn vector_field(path: &str, kind: &str, field: &Value) -> Result<(u32, VectorMetric), Error> {
+    let (dim_key, space) = match kind {
+        "knn_vector" => (
+            "dimension",
+            field
+                .get("space_type")
+                .or_else(|| field.pointer("/method/space_type"))
+                .and_then(Value::as_str)
+                .unwrap_or("l2"),
+        ),
+        _ => (
+            "dims",
+            field
+                .get("similarity")
+                .and_then(Value::as_str)
+                .unwrap_or("cosine"),
+        ),
+    };
+    let dim = field
+        .get(dim_key)
+        .and_then(Value::as_u64)
+        .filter(|d| (1..=u64::from(MAX_VECTOR_DIM)).contains(d))
+        .ok_or_else(|| {
+            bad(format!(
+                "[{dim_key}] of [{path}] must be an integer from 1 to {MAX_VECTOR_DIM}"
+            ))
+        })?;
+    let metric = match space {
+        "l2" | "l2_norm" => VectorMetric::L2,
+        "cosinesimil" | "cosine" => VectorMetric::Cosine,
+        "innerproduct" | "dot_product" | "max_inner_product" => VectorMetric::Dot,
+        other => {
+            return Err(bad(format!(
+                "space [{other}] of [{path}] is not supported (l2, cosinesimil, innerproduct)"
+            )));
+        }
+    };
+    Ok((dim as u32, metric))
+}
+
+fn declare(prefix: &str, properties: &Value, out: &mut Declared) -> Result<(), Error> {
     let Value::Object(properties) = properties else {
         return Err(bad("[properties] must be an object".to_owned()));
     };
@@ -91,6 +159,20 @@ fn declare(prefix: &str, properties: &Value, out: &mut Vec<ColumnDef>) -> Result
         match (kind, field.get("properties")) {
             (None | Some("object"), Some(inner)) => declare(&format!("{path}."), inner, out)?,
             (None | Some("object"), None) => {}
+            (Some(kind @ ("knn_vector" | "dense_vector")), _) => {
+                if let Some((other, _)) = &out.vector {
+                    return Err(bad(format!(
+                        "[{path}] and [{other}] are both vector fields; a dataset has one"
+                    )));
+                }
+                let (dim, metric) = vector_field(&path, kind, field)?;
+                out.vector = Some((path.clone(), metric));
+                out.columns.push(ColumnDef {
+                    name: path,
+                    data_type: ColumnType::Vector { dim },
+                    nullable: true,
+                });
+            }
             (Some(kind), _) => {
                 let data_type = column_type(kind).ok_or_else(|| {
                     bad(format!(
@@ -105,7 +187,7 @@ fn declare(prefix: &str, properties: &Value, out: &mut Vec<ColumnDef>) -> Result
                     }
                     continue;
                 }
-                out.push(ColumnDef {
+                out.columns.push(ColumnDef {
                     name: path,
                     data_type,
                     nullable: true,
@@ -121,7 +203,7 @@ fn declare(prefix: &str, properties: &Value, out: &mut Vec<ColumnDef>) -> Result
 pub fn of(table: &TableDef) -> Value {
     let mut properties = Map::new();
     for column in table.columns.iter().filter(|c| c.name != ID_FIELD) {
-        insert(&mut properties, &column.name, field_type(column));
+        insert(&mut properties, &column.name, field_type(table, column));
     }
     json!({"mappings": {"properties": properties}})
 }
@@ -178,6 +260,7 @@ mod tests {
         });
         let columns: Vec<(String, String)> = declared_columns(&mappings)
             .unwrap()
+            .columns
             .into_iter()
             .map(|c| (c.name, c.data_type.to_string()))
             .collect();
@@ -204,10 +287,66 @@ mod tests {
                 json!({"properties": {"@timestamp": {"type": "long"}}}),
                 "is a date",
             ),
+            (
+                json!({"properties": {"v": {"type": "knn_vector"}}}),
+                "[dimension] of [v]",
+            ),
+            (
+                json!({"properties": {"v": {"type": "knn_vector", "dimension": 2, "space_type": "hamming"}}}),
+                "space [hamming]",
+            ),
+            (
+                json!({"properties": {
+                    "a": {"type": "knn_vector", "dimension": 2},
+                    "b": {"type": "dense_vector", "dims": 2},
+                }}),
+                "both vector fields",
+            ),
         ] {
             let error = declared_columns(&bad).unwrap_err().to_string();
             assert!(error.contains(needle), "{bad}: {error}");
         }
+    }
+
+    #[test]
+    fn geo_points_and_vectors_are_declared() {
+        let declared = declared_columns(&json!({"properties": {
+            "place": {"properties": {"location": {"type": "geo_point"}}},
+            "embedding": {"type": "knn_vector", "dimension": 3,
+                          "method": {"name": "hnsw", "space_type": "innerproduct"}},
+        }}))
+        .unwrap();
+        let columns: Vec<(String, ColumnType)> = declared
+            .columns
+            .iter()
+            .map(|c| (c.name.clone(), c.data_type.clone()))
+            .collect();
+        assert_eq!(
+            columns,
+            [
+                ("embedding".to_owned(), ColumnType::Vector { dim: 3 }),
+                ("place.location".to_owned(), ColumnType::GeoPoint),
+            ]
+        );
+        assert_eq!(
+            declared.vector,
+            Some(("embedding".to_owned(), VectorMetric::Dot))
+        );
+        let es = declared_columns(
+            &json!({"properties": {"v": {"type": "dense_vector", "dims": 4, "similarity": "l2_norm"}}}),
+        )
+        .unwrap();
+        assert_eq!(es.vector, Some(("v".to_owned(), VectorMetric::L2)));
+        let mut table = dataset(declared.columns);
+        table.vector_column = Some("embedding".into());
+        table.vector_metric = Some(VectorMetric::Dot);
+        assert_eq!(
+            of(&table),
+            json!({"mappings": {"properties": {
+                "embedding": {"type": "knn_vector", "dimension": 3, "space_type": "innerproduct"},
+                "place": {"properties": {"location": {"type": "geo_point"}}},
+            }}})
+        );
     }
 
     #[test]

@@ -95,6 +95,32 @@ pub fn json_value(column: &dyn Array, row: usize) -> Option<Value> {
                 None => Value::from(ms),
             }
         }
+        DataType::Struct(_) => {
+            // A geo point: {lat, lon}.
+            let point = column.as_struct();
+            let mut object = Map::new();
+            for (field, child) in point.fields().iter().zip(point.columns()) {
+                object.insert(field.name().clone(), json_value(child, row)?);
+            }
+            Value::Object(object)
+        }
+        DataType::FixedSizeList(..) => {
+            // A vector.
+            let values = column.as_fixed_size_list().value(row);
+            let values = values.as_primitive::<arrow::datatypes::Float32Type>();
+            Value::Array(
+                values
+                    .iter()
+                    .map(|v| {
+                        // The shortest decimal that reads back as the float32: 0.1, not
+                        // 0.10000000149011612.
+                        v.and_then(|f| f.to_string().parse::<f64>().ok())
+                            .and_then(serde_json::Number::from_f64)
+                            .map_or(Value::Null, Value::Number)
+                    })
+                    .collect(),
+            )
+        }
         _ => {
             let options = FormatOptions::default();
             let formatter = ArrayFormatter::try_new(column, &options).ok()?;

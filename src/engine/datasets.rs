@@ -20,6 +20,7 @@ use strata_projections::{
 };
 
 use super::{Action, DatabaseGuard, Engine, Origin, PlatformPrincipal, Principal};
+use crate::documents::mapping::Declared;
 use crate::error::{Error, Result};
 
 /// The database of an account's datasets.
@@ -213,7 +214,7 @@ impl Engine {
         &self,
         principal: &PlatformPrincipal,
         name: &str,
-        declared: Vec<ColumnDef>,
+        declared: Declared,
         origin: &Origin,
     ) -> Result<()> {
         self.make_dataset(principal, name, declared, origin, self.write_wait())
@@ -226,7 +227,7 @@ impl Engine {
         &self,
         principal: &PlatformPrincipal,
         name: &str,
-        declared: Vec<ColumnDef>,
+        declared: Declared,
         origin: &Origin,
         wait: std::time::Duration,
     ) -> Result<()> {
@@ -267,13 +268,23 @@ impl Engine {
                 },
             ]
             .into_iter()
-            .chain(declared.iter().map(|c| Column {
+            .chain(declared.columns.iter().map(|c| Column {
                 name: c.name.clone(),
                 r#type: c.data_type.to_string(),
                 nullable: true,
             }))
             .collect(),
             exact_columns: vec![ID_FIELD.to_owned()],
+            vector_column: declared
+                .vector
+                .as_ref()
+                .map(|(name, _)| name.clone())
+                .unwrap_or_default(),
+            vector_metric: declared
+                .vector
+                .as_ref()
+                .map(|(_, metric)| metric.as_str().to_owned())
+                .unwrap_or_default(),
             start_offset: self.log.high_water_mark(&partition).await?,
             database_id: database.id.clone(),
             dataset: true,

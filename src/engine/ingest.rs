@@ -237,7 +237,7 @@ impl Engine {
             Err(Error::DatasetNotFound(_)) if writes > 0 => {
                 // Like Elasticsearch, a write to a dataset that does not exist creates it.
                 match self
-                    .make_dataset(principal, name, Vec::new(), origin, BULK_WAIT)
+                    .make_dataset(principal, name, Default::default(), origin, BULK_WAIT)
                     .await
                 {
                     Ok(()) | Err(Error::DatasetExists(_)) => {}
@@ -247,9 +247,17 @@ impl Engine {
             }
             Err(error) => return Err(error),
         };
+        // A geo point written as an object was flattened like any object: gather it again.
+        for document in documents.iter_mut().flatten() {
+            document.gather_points(&def.columns);
+        }
         let _reservation = match writes {
             0 => None,
-            rows => Some(self.reserve(account, Counts { rows, vectors: 0 }).await?),
+            rows => {
+                // At most one vector a record, in a dataset with a vector field.
+                let vectors = if def.vector_column.is_some() { rows } else { 0 };
+                Some(self.reserve(account, Counts { rows, vectors }).await?)
+            }
         };
         // Planning again because the columns changed meanwhile means another request grew them:
         // progress, so this request keeps trying as long as it would wait for a busy writer.

@@ -36,6 +36,7 @@ const SEARCH_KEYS: &[&str] = &[
     "aggs",
     "aggregations",
     "terminate_after",
+    "knn",
 ];
 
 /// Keys of a search body Elasticsearch reads that this server does not serve yet: a 400 that
@@ -88,13 +89,21 @@ impl Search {
     }
 }
 
-/// Which fields of the searched datasets are dates (in any of them), for aggregation bounds.
-struct DatasetFields<'a>(Vec<&'a strata_projections::catalog::TableDef>);
+/// Which fields of the searched datasets are dates (in any of them), and their bounds, for
+/// aggregations.
+struct DatasetFields<'a>(Vec<&'a TableSnapshot>);
 
 impl aggs::Fields for DatasetFields<'_> {
+    fn date_bounds(&self, field: &str) -> Option<(i64, i64)> {
+        self.0
+            .iter()
+            .filter_map(|snapshot| snapshot.date_bounds(field).ok().flatten())
+            .reduce(|(a, b), (c, d)| (a.min(c), b.max(d)))
+    }
+
     fn is_date(&self, field: &str) -> bool {
         use strata_projections::schema::ColumnType;
-        self.0.iter().flat_map(|def| &def.columns).any(|c| {
+        self.0.iter().flat_map(|s| &s.table.columns).any(|c| {
             c.name == field
                 && matches!(
                     c.data_type,
@@ -289,15 +298,31 @@ impl Search {
             aggs,
             sort,
             search_after,
-            query: body
-                .get("query")
-                .cloned()
-                .unwrap_or_else(|| json!({"match_all": {}})),
+            query: with_knn(body.get("query"), body.get("knn")),
             from,
             size,
             source: SourceFilter::parse(body.get("_source"))?,
             track_total_hits,
         })
+    }
+}
+
+/// A search's query with its top-level `knn` section (Elasticsearch's form, one object or
+/// several): the records either finds, their scores added, as Elasticsearch combines them.
+fn with_knn(query: Option<&Value>, knn: Option<&Value>) -> Value {
+    let knn: Vec<Value> = match knn {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items.iter().map(|k| json!({"knn": k})).collect(),
+        Some(one) => vec![json!({"knn": one})],
+    };
+    match (query, knn.is_empty()) {
+        (Some(query), true) => query.clone(),
+        (None, true) => json!({"match_all": {}}),
+        (query, false) => {
+            let mut should: Vec<Value> = query.into_iter().cloned().collect();
+            should.extend(knn);
+            json!({"bool": {"should": should}})
+        }
     }
 }
 
@@ -319,8 +344,16 @@ impl Engine {
             .and_then(|i| i.docs.clone())
             .ok_or_else(|| Error::Internal(format!("dataset {name:?} has no document index")))?;
         let now = chrono::Utc::now().timestamp_millis();
-        let query =
-            dsl::compile(&schema, query, now).map_err(|error| bad(error.kind, error.reason))?;
+        // A knn query searches the vector index while it compiles: off the async threads.
+        let compiled = {
+            let (snapshot, query) = (snapshot.clone(), query.clone());
+            tokio::task::spawn_blocking(move || {
+                dsl::compile_with(&schema, &query, now, Some(snapshot.as_ref()))
+            })
+            .await
+            .map_err(|e| Error::Internal(format!("a search task failed: {e}")))?
+        };
+        let query = compiled.map_err(|error| bad(error.kind, error.reason))?;
         Ok((snapshot, query))
     }
 
@@ -613,7 +646,7 @@ fn aggregate(parts: &[(Arc<TableSnapshot>, DslQuery)], request: &Value, now: i64
                 .into_iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
-            let fields = DatasetFields(parts.iter().map(|(s, _)| &*s.table).collect());
+            let fields = DatasetFields(parts.iter().map(|(s, _)| &**s).collect());
             let translated = aggs::translate(&Value::Object(native), &fields, now)
                 .map_err(|error| bad(error.kind, error.reason))?;
             let mut partial = aggs::Partial::default();
@@ -632,14 +665,13 @@ fn aggregate(parts: &[(Arc<TableSnapshot>, DslQuery)], request: &Value, now: i64
         .unwrap_or_default();
     for (name, agg) in filters {
         let spec = &agg["filters"];
-        if spec.get("other_bucket").and_then(Value::as_bool) == Some(true)
-            || spec.get("other_bucket_key").is_some()
-        {
-            return Err(bad(
-                "illegal_argument_exception",
-                format!("[other_bucket] of filters aggregation [{name}] is not supported yet"),
-            ));
-        }
+        // The records none of the filters match get a bucket of their own too when asked.
+        let other_key = match (spec.get("other_bucket"), spec.get("other_bucket_key")) {
+            (Some(Value::Bool(false)), _) => None,
+            (_, Some(key)) => Some(key.as_str().unwrap_or("_other_").to_owned()),
+            (Some(Value::Bool(true)), None) => Some("_other_".to_owned()),
+            _ => None,
+        };
         let sub = agg.get("aggs").or_else(|| agg.get("aggregations"));
         let bucket_of = |filter: &Value| -> Result<Value> {
             let filter = dsl::compile(&schema, filter, now)
@@ -667,14 +699,26 @@ fn aggregate(parts: &[(Arc<TableSnapshot>, DslQuery)], request: &Value, now: i64
             bucket["doc_count"] = json!(count);
             Ok(bucket)
         };
+        let none_of = |filters: Vec<&Value>| json!({"bool": {"must_not": filters}});
         let buckets = match &spec["filters"] {
-            Value::Object(keyed) => Value::Object(
-                keyed
+            Value::Object(keyed) => {
+                let mut buckets = keyed
                     .iter()
                     .map(|(key, filter)| Ok((key.clone(), bucket_of(filter)?)))
-                    .collect::<Result<Map<String, Value>>>()?,
-            ),
-            Value::Array(list) => Value::Array(list.iter().map(bucket_of).collect::<Result<_>>()?),
+                    .collect::<Result<Map<String, Value>>>()?;
+                if let Some(key) = other_key {
+                    let other = bucket_of(&none_of(keyed.values().collect()))?;
+                    buckets.insert(key, other);
+                }
+                Value::Object(buckets)
+            }
+            Value::Array(list) => {
+                let mut buckets: Vec<Value> = list.iter().map(bucket_of).collect::<Result<_>>()?;
+                if other_key.is_some() {
+                    buckets.push(bucket_of(&none_of(list.iter().collect()))?);
+                }
+                Value::Array(buckets)
+            }
             other => {
                 return Err(bad(
                     "illegal_argument_exception",

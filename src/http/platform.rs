@@ -346,10 +346,10 @@ async fn create_dataset(
 }
 
 /// The body of PUT /{dataset}: nothing, or a JSON object with `settings`, `aliases` and
-/// `mappings`; the columns the mappings declare.
-fn check_configuration(body: &[u8]) -> Result<Vec<strata_projections::catalog::ColumnDef>, Error> {
+/// `mappings`; what the mappings declare.
+fn check_configuration(body: &[u8]) -> Result<crate::documents::mapping::Declared, Error> {
     if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Vec::new());
+        return Ok(Default::default());
     }
     let value: serde_json::Value = serde_json::from_slice(body)
         .map_err(|error| Error::BadRequest(format!("invalid configuration: {error}")))?;
@@ -368,7 +368,7 @@ fn check_configuration(body: &[u8]) -> Result<Vec<strata_projections::catalog::C
     }
     match object.get("mappings") {
         Some(mappings) => crate::documents::mapping::declared_columns(mappings),
-        None => Ok(Vec::new()),
+        None => Ok(Default::default()),
     }
 }
 

@@ -28,6 +28,9 @@ use crate::error::Result;
 
 /// Where a translated aggregation keeps its `meta` until the answer echoes it.
 const META_MARKER: &str = "strata_meta";
+/// Marks a range aggregation that stands for a calendar date_histogram (months, quarters,
+/// years), with the histogram's `min_doc_count`.
+const CALENDAR_MARKER: &str = "strata_calendar";
 
 /// The most memory one aggregation request may take, and the most buckets.
 const MEMORY_LIMIT: u64 = 512 << 20;
@@ -59,6 +62,11 @@ fn invalid(reason: impl Into<String>) -> DslError {
 pub trait Fields {
     /// Whether `field` is a date column.
     fn is_date(&self, field: &str) -> bool;
+
+    /// The earliest and latest values of the date `field` (Unix milliseconds), if it has any.
+    fn date_bounds(&self, _field: &str) -> Option<(i64, i64)> {
+        None
+    }
 }
 
 /// An aggregation request translated for tantivy, with what is needed to shape its answer as
@@ -87,6 +95,7 @@ fn without_markers(mut value: Value) -> Value {
     if let Value::Object(object) = &mut value {
         object.remove("dates");
         object.remove(META_MARKER);
+        object.remove(CALENDAR_MARKER);
         for inner in object.values_mut() {
             *inner = without_markers(std::mem::take(inner));
         }
@@ -131,6 +140,11 @@ fn finish(translated: &Value, result: &mut Value) {
                     bucket["key"] = json!(key as i64);
                     bucket["key_as_string"] = date_text(key as i64);
                 }
+                finish_sub(sub, bucket);
+            }
+        } else if let Some(calendar) = request.get("range").and_then(|r| r.get(CALENDAR_MARKER)) {
+            finish_calendar(calendar, result);
+            for bucket in buckets(result) {
                 finish_sub(sub, bucket);
             }
         } else if let Some(body) = request.get("range") {
@@ -191,6 +205,46 @@ fn finish(translated: &Value, result: &mut Value) {
     }
 }
 
+/// Shapes the buckets of a calendar histogram's range aggregation as date_histogram buckets:
+/// keyed by their period's start, from the first period with records to the last (or only
+/// those with `min_doc_count` records, when it is above 0).
+fn finish_calendar(calendar: &Value, result: &mut Value) {
+    let min_doc_count = calendar["min_doc_count"].as_u64().unwrap_or(0);
+    let Some(Value::Array(list)) = result.get_mut("buckets") else {
+        return;
+    };
+    // The periods asked for: tantivy adds the open ends before and after.
+    list.retain(|b| b.get("from").is_some() && b.get("to").is_some());
+    list.sort_by(|a, b| {
+        a["from"]
+            .as_f64()
+            .unwrap_or(0.0)
+            .total_cmp(&b["from"].as_f64().unwrap_or(0.0))
+    });
+    let count = |b: &Value| b["doc_count"].as_u64().unwrap_or(0);
+    if min_doc_count == 0 {
+        let first = list.iter().position(|b| count(b) > 0).unwrap_or(list.len());
+        let last = list
+            .iter()
+            .rposition(|b| count(b) > 0)
+            .map_or(first, |i| i + 1);
+        list.truncate(last);
+        list.drain(..first);
+    } else {
+        list.retain(|b| count(b) >= min_doc_count);
+    }
+    for bucket in list.iter_mut() {
+        let ms = (bucket["from"].as_f64().unwrap_or(0.0) / 1e6).round() as i64;
+        if let Value::Object(object) = bucket {
+            for key in ["from", "to", "from_as_string", "to_as_string"] {
+                object.remove(key);
+            }
+        }
+        bucket["key"] = json!(ms);
+        bucket["key_as_string"] = date_text(ms);
+    }
+}
+
 fn finish_sub(sub: Option<&Value>, bucket: &mut Value) {
     if let Some(sub) = sub {
         finish(sub, bucket);
@@ -231,7 +285,13 @@ fn translate_level(aggs: &Value, fields: &dyn Fields, now: i64) -> Result<Value,
                             "aggregation [{name}] has more than one type"
                         )));
                     }
-                    translated.insert(other.into(), translate_one(name, other, body, fields, now)?);
+                    let body = translate_one(name, other, body, fields, now)?;
+                    // A calendar histogram runs as a range aggregation of its periods.
+                    let kind = match body.get(CALENDAR_MARKER) {
+                        Some(_) => "range",
+                        None => other,
+                    };
+                    translated.insert(kind.into(), body);
                 }
                 "filters" | "filter" | "date_range" | "ip_range" | "composite" | "top_hits"
                 | "percentiles" | "extended_stats" | "multi_terms" => {
@@ -253,6 +313,54 @@ fn translate_level(aggs: &Value, fields: &dyn Fields, now: i64) -> Result<Value,
         out.insert(name.clone(), Value::Object(translated));
     }
     Ok(Value::Object(out))
+}
+
+/// The months of a calendar interval tantivy cannot take as fixed.
+fn calendar_months(interval: &str) -> Option<u32> {
+    match interval {
+        "1M" | "month" => Some(1),
+        "1q" | "quarter" => Some(3),
+        "1y" | "year" => Some(12),
+        _ => None,
+    }
+}
+
+/// The bounds of the UTC calendar periods of `months` months that cover `low` to `high` (Unix
+/// milliseconds): the start of each, then the end of the last.
+fn periods(low: i64, high: i64, months: u32) -> Result<Vec<i64>, DslError> {
+    use chrono::{Datelike, TimeZone, Utc};
+    let out_of_range = || {
+        invalid(format!(
+            "dates out of range for a calendar histogram: {low}"
+        ))
+    };
+    let first = chrono::DateTime::from_timestamp_millis(low).ok_or_else(out_of_range)?;
+    let mut at = Utc
+        .with_ymd_and_hms(
+            first.year(),
+            first.month0() / months * months + 1,
+            1,
+            0,
+            0,
+            0,
+        )
+        .single()
+        .ok_or_else(out_of_range)?;
+    let mut bounds = Vec::new();
+    loop {
+        bounds.push(at.timestamp_millis());
+        if at.timestamp_millis() > high {
+            return Ok(bounds);
+        }
+        if bounds.len() > BUCKET_LIMIT as usize {
+            return Err(invalid(format!(
+                "a calendar histogram would have more than {BUCKET_LIMIT} buckets"
+            )));
+        }
+        at = at
+            .checked_add_months(chrono::Months::new(months))
+            .ok_or_else(out_of_range)?;
+    }
 }
 
 /// A fixed interval for a calendar one tantivy can take as fixed (UTC days are fixed).
@@ -290,6 +398,9 @@ fn translate_one(
             for key in ["calendar_interval", "interval"] {
                 if let Some(interval) = body.remove(key) {
                     let text = interval.as_str().unwrap_or_default().to_owned();
+                    if let Some(months) = calendar_months(&text) {
+                        return calendar_histogram(&field, &body, months, fields);
+                    }
                     let fixed = fixed_of_calendar(&text)
                         .map(str::to_owned)
                         .or_else(|| (key == "interval").then(|| text.clone()))
@@ -344,6 +455,36 @@ fn translate_one(
     Ok(Value::Object(body))
 }
 
+/// A date_histogram of months, quarters or years, as a range aggregation of the periods
+/// that cover the field's values (with a marker [`finish`] reads); a field without values
+/// has no buckets.
+fn calendar_histogram(
+    field: &str,
+    body: &Map<String, Value>,
+    months: u32,
+    fields: &dyn Fields,
+) -> Result<Value, DslError> {
+    let min_doc_count = body
+        .get("min_doc_count")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    let path = format!("{KEYWORD_FIELD}.{field}");
+    let Some((low, high)) = fields.date_bounds(field) else {
+        return Ok(json!({"field": path, "fixed_interval": "1d"}));
+    };
+    let bounds = periods(low, high, months)?;
+    // Dates are bucketed in nanoseconds.
+    let ranges: Vec<Value> = bounds
+        .windows(2)
+        .map(|w| json!({"from": w[0] as f64 * 1e6, "to": w[1] as f64 * 1e6}))
+        .collect();
+    Ok(json!({
+        "field": path,
+        "ranges": ranges,
+        CALENDAR_MARKER: {"min_doc_count": min_doc_count},
+    }))
+}
+
 /// The limits of one aggregation request.
 fn limits() -> AggregationLimitsGuard {
     AggregationLimitsGuard::new(Some(MEMORY_LIMIT), Some(BUCKET_LIMIT))
@@ -369,6 +510,35 @@ impl Request {
 }
 
 impl TableSnapshot {
+    /// The earliest and latest values of the date `field` in the snapshot's document indexes
+    /// (Unix milliseconds; deleted records may widen them), if it has any.
+    pub fn date_bounds(&self, field: &str) -> Result<Option<(i64, i64)>> {
+        use tantivy::columnar::ColumnValues;
+        let name = format!("{KEYWORD_FIELD}.{field}");
+        let mut bounds: Option<(i64, i64)> = None;
+        self.each_docs_index(&mut |index: &DocsIndex, _| -> Result<()> {
+            for reader in index.searcher.segment_readers() {
+                let column = reader
+                    .fast_fields()
+                    .column_opt::<tantivy::DateTime>(&name)
+                    .map_err(index_error)?;
+                let Some(column) = column.filter(|c| c.values.num_vals() > 0) else {
+                    continue;
+                };
+                let (low, high) = (
+                    column.min_value().into_timestamp_millis(),
+                    column.max_value().into_timestamp_millis(),
+                );
+                bounds = Some(match bounds {
+                    None => (low, high),
+                    Some((a, b)) => (a.min(low), b.max(high)),
+                });
+            }
+            Ok(())
+        })?;
+        Ok(bounds)
+    }
+
     /// Runs `request` over the live records `query` matches, adding to `partial`.
     pub fn aggregate_into(
         &self,
@@ -441,11 +611,43 @@ mod tests {
     }
 
     #[test]
+    fn calendar_periods_cover_the_values() {
+        let ms = |text: &str| {
+            chrono::DateTime::parse_from_rfc3339(text)
+                .unwrap()
+                .timestamp_millis()
+        };
+        let months = periods(ms("2026-01-31T23:00:00Z"), ms("2026-03-01T00:00:00Z"), 1).unwrap();
+        let expected: Vec<i64> = [
+            "2026-01-01T00:00:00Z",
+            "2026-02-01T00:00:00Z",
+            "2026-03-01T00:00:00Z",
+            "2026-04-01T00:00:00Z",
+        ]
+        .iter()
+        .map(|t| ms(t))
+        .collect();
+        assert_eq!(months, expected);
+        let quarters = periods(ms("2025-05-05T00:00:00Z"), ms("2025-07-01T00:00:00Z"), 3).unwrap();
+        assert_eq!(quarters[0], ms("2025-04-01T00:00:00Z"));
+        assert_eq!(quarters.len(), 3);
+        let years = periods(ms("2024-12-31T23:59:59Z"), ms("2025-01-01T00:00:00Z"), 12).unwrap();
+        assert_eq!(
+            years,
+            [
+                ms("2024-01-01T00:00:00Z"),
+                ms("2025-01-01T00:00:00Z"),
+                ms("2026-01-01T00:00:00Z")
+            ]
+        );
+    }
+
+    #[test]
     fn unsupported_aggregations_say_so() {
         for (aggs, needle) in [
             (
-                json!({"a": {"date_histogram": {"field": "@timestamp", "calendar_interval": "1M"}}}),
-                "calendar_interval [1M]",
+                json!({"a": {"date_histogram": {"field": "@timestamp", "calendar_interval": "2M"}}}),
+                "calendar_interval [2M]",
             ),
             (
                 json!({"a": {"percentiles": {"field": "x"}}}),

@@ -134,6 +134,18 @@ impl DocsSchema {
                         )))
                     })
                 }
+                // A geo point: an object of `lat` and `lon` (geo queries read both).
+                DataType::Struct(fields) if is_geo_point(fields) => {
+                    let point = column.as_struct();
+                    let lat = point.column(0).as_primitive::<Float64Type>().clone();
+                    let lon = point.column(1).as_primitive::<Float64Type>().clone();
+                    Box::new(move |row| {
+                        Some(OwnedValue::Object(vec![
+                            ("lat".to_owned(), OwnedValue::F64(lat.value(row))),
+                            ("lon".to_owned(), OwnedValue::F64(lon.value(row))),
+                        ]))
+                    })
+                }
                 // Lists, vectors, binaries: not searchable by the Query DSL (knn reads vectors).
                 _ => continue,
             };
@@ -184,6 +196,11 @@ impl DocsSchema {
         self.write(&index, batch)?;
         DocsIndex::of(index)
     }
+}
+
+/// Whether a struct's fields are a geo point's (`ColumnType::GeoPoint`).
+fn is_geo_point(fields: &arrow::datatypes::Fields) -> bool {
+    fields.len() == 2 && fields[0].name() == "lat" && fields[1].name() == "lon"
 }
 
 impl Default for DocsSchema {
@@ -558,5 +575,32 @@ impl super::TableSnapshot {
             },
         )?;
         Ok(out)
+    }
+}
+
+impl super::dsl::Vectors for super::TableSnapshot {
+    fn field(&self) -> Option<(String, usize, crate::catalog::VectorMetric)> {
+        let spec = self.index.as_ref()?.vector.as_ref()?;
+        Some((spec.column.clone(), spec.dim, spec.metric))
+    }
+
+    fn nearest(
+        &self,
+        vector: &[f32],
+        k: usize,
+        filter: Option<&dyn tantivy::query::Query>,
+    ) -> std::result::Result<Vec<(u64, f32)>, String> {
+        let allowed = match filter {
+            Some(filter) => Some(Arc::new(
+                self.matching_rows(filter).map_err(|e| e.to_string())?,
+            )),
+            None => None,
+        };
+        Ok(self
+            .knn(vector, k, &allowed)
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|hit| (hit.row_id, hit.score))
+            .collect())
     }
 }

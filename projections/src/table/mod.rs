@@ -21,6 +21,8 @@ pub mod aggs;
 pub mod digest;
 pub mod docs;
 pub mod dsl;
+pub mod filtered;
+pub mod geo;
 mod index;
 mod maintenance;
 mod manifest;

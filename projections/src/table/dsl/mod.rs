@@ -23,6 +23,10 @@ use tantivy::{
 
 use super::docs::{ALL_FIELD, DocsSchema, KEYWORD_FIELD, TEXT_FIELD};
 
+mod spatial;
+
+pub use spatial::Vectors;
+
 /// A query the DSL refuses: Elasticsearch's error type and reason.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{reason}")]
@@ -44,14 +48,31 @@ pub type DslQuery = Box<dyn Query>;
 type Compiled = Result<DslQuery, DslError>;
 
 /// Compiles the Query DSL `query` (the value of a search body's `query`); `now` (Unix
-/// milliseconds) anchors relative times such as `now-1h`.
+/// milliseconds) anchors relative times such as `now-1h`. A `knn` query is refused: it needs
+/// the dataset's vectors ([`compile_with`]).
 pub fn compile(schema: &DocsSchema, query: &Value, now: i64) -> Compiled {
-    Compiler { schema, now }.query(query)
+    compile_with(schema, query, now, None)
+}
+
+/// Compiles `query` for one dataset, whose `vectors` answer its `knn` queries.
+pub fn compile_with(
+    schema: &DocsSchema,
+    query: &Value,
+    now: i64,
+    vectors: Option<&dyn Vectors>,
+) -> Compiled {
+    Compiler {
+        schema,
+        now,
+        vectors,
+    }
+    .query(query)
 }
 
 struct Compiler<'a> {
     schema: &'a DocsSchema,
     now: i64,
+    vectors: Option<&'a dyn Vectors>,
 }
 
 /// The one key of a query object and its value.
@@ -108,6 +129,9 @@ impl Compiler<'_> {
             "ids" => self.ids(body),
             "multi_match" => self.multi_match(body),
             "bool" => self.boolean(body),
+            "geo_distance" => self.geo_distance(body),
+            "geo_bounding_box" => self.geo_bounding_box(body),
+            "knn" => self.knn(body),
             other => Err(DslError {
                 kind: "parsing_exception",
                 reason: format!("unknown query [{other}]"),
