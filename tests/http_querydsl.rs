@@ -1020,6 +1020,28 @@ async fn calendar_histograms_bucket_by_month_quarter_and_year() {
         buckets(&answer),
         [("2025-01".to_owned(), 2), ("2026-01".to_owned(), 3)]
     );
+    // `order` by key, newest first; by count, most first.
+    let mut newest_first = histogram("quarter", json!({"match_all": {}}));
+    newest_first["aggs"]["h"]["date_histogram"]["order"] = json!({"_key": "desc"});
+    let answer = client
+        .send("POST", "/dates/_search", Some(&newest_first))
+        .await;
+    assert_eq!(
+        buckets(&answer),
+        [
+            ("2026-04".to_owned(), 1),
+            ("2026-01".to_owned(), 2),
+            ("2025-10".to_owned(), 2)
+        ]
+    );
+    let mut by_count = json!({"size": 0, "aggs": {"h": {"date_histogram": {
+        "field": "@timestamp", "fixed_interval": "1d", "min_doc_count": 1,
+        "order": {"_count": "desc"}}}}});
+    let answer = client.send("POST", "/dates/_search", Some(&by_count)).await;
+    assert_eq!(buckets(&answer).len(), 5, "{answer:?}");
+    by_count["aggs"]["h"]["date_histogram"]["order"] = json!({"_key": "desc"});
+    let answer = client.send("POST", "/dates/_search", Some(&by_count)).await;
+    assert_eq!(buckets(&answer)[0].0, "2026-04", "{answer:?}");
     // Buckets run from the first period with a match to the last.
     let later = json!({"range": {"n": {"gte": 1, "lte": 3}}});
     let answer = client

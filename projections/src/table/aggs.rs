@@ -31,6 +31,8 @@ const META_MARKER: &str = "strata_meta";
 /// Marks a range aggregation that stands for a calendar date_histogram (months, quarters,
 /// years), with the histogram's `min_doc_count`.
 const CALENDAR_MARKER: &str = "strata_calendar";
+/// Keeps a date_histogram's `order` (tantivy lists its buckets by key) for [`finish`].
+const ORDER_MARKER: &str = "strata_order";
 
 /// The most memory one aggregation request may take, and the most buckets.
 const MEMORY_LIMIT: u64 = 512 << 20;
@@ -96,6 +98,7 @@ fn without_markers(mut value: Value) -> Value {
         object.remove("dates");
         object.remove(META_MARKER);
         object.remove(CALENDAR_MARKER);
+        object.remove(ORDER_MARKER);
         for inner in object.values_mut() {
             *inner = without_markers(std::mem::take(inner));
         }
@@ -134,7 +137,7 @@ fn finish(translated: &Value, result: &mut Value) {
         if let Some(meta) = request.get(META_MARKER) {
             result["meta"] = meta.clone();
         }
-        if request.get("date_histogram").is_some() {
+        if let Some(histogram) = request.get("date_histogram") {
             for bucket in buckets(result) {
                 if let Some(key) = bucket.get("key").and_then(Value::as_f64) {
                     bucket["key"] = json!(key as i64);
@@ -142,11 +145,15 @@ fn finish(translated: &Value, result: &mut Value) {
                 }
                 finish_sub(sub, bucket);
             }
-        } else if let Some(calendar) = request.get("range").and_then(|r| r.get(CALENDAR_MARKER)) {
+            order_buckets(histogram.get(ORDER_MARKER), result);
+        } else if let Some(range) = request.get("range")
+            && let Some(calendar) = range.get(CALENDAR_MARKER)
+        {
             finish_calendar(calendar, result);
             for bucket in buckets(result) {
                 finish_sub(sub, bucket);
             }
+            order_buckets(range.get(ORDER_MARKER), result);
         } else if let Some(body) = request.get("range") {
             let dates = body.get("dates").and_then(Value::as_bool).unwrap_or(false);
             let asked: Vec<(Option<f64>, Option<f64>)> = body["ranges"]
@@ -200,6 +207,40 @@ fn finish(translated: &Value, result: &mut Value) {
                     bucket["key"] = whole(&key);
                 }
                 finish_sub(sub, bucket);
+            }
+        }
+    }
+}
+
+/// Orders a histogram's buckets by a date_histogram's `order`: `{"_key": "asc"|"desc"}`
+/// (`_time` is its old name) or `{"_count": ...}` (ties by key, ascending); a list's first.
+fn order_buckets(order: Option<&Value>, result: &mut Value) {
+    let order = match order {
+        Some(Value::Array(list)) => list.first(),
+        other => other,
+    };
+    let Some(Value::Object(order)) = order else {
+        return;
+    };
+    let Some((by, direction)) = order.iter().next() else {
+        return;
+    };
+    let descending = direction.as_str() == Some("desc");
+    let Some(Value::Array(list)) = result.get_mut("buckets") else {
+        return;
+    };
+    let key = |b: &Value| b["key"].as_f64().unwrap_or(0.0);
+    let count = |b: &Value| b["doc_count"].as_u64().unwrap_or(0);
+    match by.as_str() {
+        "_count" => list.sort_by(|a, b| {
+            let order = count(a).cmp(&count(b));
+            let order = if descending { order.reverse() } else { order };
+            order.then_with(|| key(a).total_cmp(&key(b)))
+        }),
+        _ => {
+            list.sort_by(|a, b| key(a).total_cmp(&key(b)));
+            if descending {
+                list.reverse();
             }
         }
     }
@@ -416,6 +457,9 @@ fn translate_one(
             body.entry("min_doc_count").or_insert(json!(0));
             body.remove("format");
             body.remove("time_zone");
+            if let Some(order) = body.remove("order") {
+                body.insert(ORDER_MARKER.into(), order);
+            }
         }
         "range" => {
             if let Some(Value::Array(ranges)) = body.get_mut("ranges") {
@@ -478,11 +522,15 @@ fn calendar_histogram(
         .windows(2)
         .map(|w| json!({"from": w[0] as f64 * 1e6, "to": w[1] as f64 * 1e6}))
         .collect();
-    Ok(json!({
+    let mut range = json!({
         "field": path,
         "ranges": ranges,
         CALENDAR_MARKER: {"min_doc_count": min_doc_count},
-    }))
+    });
+    if let Some(order) = body.get("order") {
+        range[ORDER_MARKER] = order.clone();
+    }
+    Ok(range)
 }
 
 /// The limits of one aggregation request.
