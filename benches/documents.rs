@@ -108,18 +108,11 @@ struct Platform {
 
 impl Platform {
     fn of(server: &Server, dir: &Path) -> Platform {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
-            .args(["users", "create-root", "--account", "bench", "--json"])
-            .arg("--data-dir")
-            .arg(dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let created = server::admin(
+            dir,
+            &["users", "create-root", "--account", "bench", "--json"],
         );
-        let user: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let user: Value = serde_json::from_str(&created).unwrap();
         Platform {
             http: reqwest::Client::new(),
             base: server.platform_url.clone(),

@@ -10,6 +10,22 @@ use serde_json::Value;
 
 use crate::generator;
 
+/// Runs an admin command of the strata binary on the data directory `dir`; its output.
+pub fn admin(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(args)
+        .arg("--data-dir")
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// A release server on loopback in `dir`, with an account and key.
 pub struct Server {
     child: Child,
@@ -23,21 +39,7 @@ pub struct Server {
 
 impl Server {
     pub fn start(dir: &Path, extra: &[&str]) -> Server {
-        let bin = env!("CARGO_BIN_EXE_strata");
-        let run = |args: &[&str]| {
-            let out = Command::new(bin)
-                .args(args)
-                .arg("--data-dir")
-                .arg(dir)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8(out.stdout).unwrap()
-        };
+        let run = |args: &[&str]| admin(dir, args);
         run(&["accounts", "create", "bench"]);
         run(&["accounts", "set-payment-method", "bench"]);
         let key = run(&["keys", "create", "--account", "bench"])
