@@ -171,9 +171,11 @@ impl DocsSchema {
         Ok(documents)
     }
 
-    fn write(&self, index: &Index, batch: &RecordBatch) -> Result<()> {
+    /// Indexes `batch` into `index` with `threads` indexing threads (each with a 64 MiB
+    /// budget).
+    fn write(&self, index: &Index, batch: &RecordBatch, threads: usize) -> Result<()> {
         let mut writer: IndexWriter = index
-            .writer_with_num_threads(1, 64 << 20)
+            .writer_with_num_threads(threads, threads * (64 << 20))
             .map_err(index_error)?;
         for document in self.documents(batch)? {
             writer.add_document(document).map_err(index_error)?;
@@ -183,17 +185,26 @@ impl DocsSchema {
         Ok(())
     }
 
-    /// Builds the document index of a segment's rows in `dir`.
+    /// Builds the document index of a segment's rows in `dir`, on every core (up to four):
+    /// a flush is a background job, and until it is done a segment's records are searched
+    /// from the memtable.
     pub(crate) fn build_in_dir(&self, dir: &Path, batch: &RecordBatch) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(index_error)?;
         let index = Index::create_in_dir(dir, self.schema.clone()).map_err(index_error)?;
-        self.write(&index, batch)
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        // Below a few thousand records a second thread costs more than it saves.
+        let threads = match batch.num_rows() {
+            n if n < 10_000 => 1,
+            _ => cores.clamp(1, 4),
+        };
+        self.write(&index, batch, threads)
     }
 
-    /// The document index of a memtable batch, in memory.
+    /// The document index of a memtable batch, in memory (one thread: batches are small, and
+    /// the first query that needs it waits for it).
     pub(crate) fn build_in_ram(&self, batch: &RecordBatch) -> Result<DocsIndex> {
         let index = Index::create_in_ram(self.schema.clone());
-        self.write(&index, batch)?;
+        self.write(&index, batch, 1)?;
         DocsIndex::of(index)
     }
 }
