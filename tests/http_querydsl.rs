@@ -424,7 +424,10 @@ async fn bad_searches_are_refused_with_the_reason() {
             json!({"from": 9995, "size": 10}),
             "Result window is too large",
         ),
-        (json!({"size": -1}), "[size] must be a non-negative integer"),
+        (
+            json!({"size": -1}),
+            "[size] parameter cannot be negative, found [-1]",
+        ),
         (
             json!({"colour": 1}),
             "Unknown key for a search body [colour]",
@@ -490,11 +493,14 @@ async fn msearch_answers_each_search_in_order_and_failures_stay_alone() {
     assert_eq!(responses[3]["hits"]["total"]["value"], 3);
     assert_eq!(responses[3]["hits"]["hits"].as_array().unwrap().len(), 1);
 
-    // /_msearch needs the index in each header.
+    // On /_msearch, a header without an index searches every dataset.
     let answer = client
         .send_ndjson("POST", "/_msearch", &[json!({}), json!({})])
         .await;
-    assert_eq!(answer.body["responses"][0]["status"], 400, "{answer:?}");
+    assert_eq!(
+        answer.body["responses"][0]["hits"]["total"]["value"], 12,
+        "{answer:?}"
+    );
     // Lines that do not pair up refuse the request.
     let odd = client
         .send_ndjson("POST", "/_msearch", &[json!({"index": "logs"})])
@@ -701,9 +707,9 @@ async fn aggregations_with_sub_aggregations() {
     assert_eq!(
         sizes,
         [
-            (json!("*-200"), json!(4)),
-            (json!("200-1000"), json!(4)),
-            (json!("1000-*"), json!(4)),
+            (json!("*-200.0"), json!(4)),
+            (json!("200.0-1000.0"), json!(4)),
+            (json!("1000.0-*"), json!(4)),
         ]
     );
     // A range of dates, with date math: only the range asked for, in milliseconds.
@@ -1056,4 +1062,250 @@ async fn calendar_histograms_bucket_by_month_quarter_and_year() {
             ("2026-03".to_owned(), 1),
         ]
     );
+}
+
+#[tokio::test]
+async fn prefixes_fuzziness_analyzers_and_the_simple_syntax() {
+    let (_dir, _server, client) = with_logs().await;
+    for (query, expected) in [
+        // The last word is a prefix; any word (or all, with `and`).
+        (
+            json!({"match_bool_prefix": {"message": "served fro"}}),
+            set(&[0, 1, 6, 9]),
+        ),
+        (
+            json!({"match_bool_prefix": {"message": {"query": "served fro", "operator": "and"}}}),
+            set(&[0, 6]),
+        ),
+        (
+            json!({"multi_match": {"query": "ti", "type": "bool_prefix", "fields": ["message", "path"]}}),
+            set(&[7]),
+        ),
+        // Within edits of a word: a transposition is one edit.
+        (json!({"match": {"message": "cahce"}}), set(&[])),
+        (
+            json!({"match": {"message": {"query": "cahce", "fuzziness": 1}}}),
+            set(&[0, 3, 6]),
+        ),
+        (
+            json!({"match": {"message": {"query": "cahce", "fuzziness": "AUTO"}}}),
+            set(&[0, 3, 6]),
+        ),
+        // The whitespace analyzer keeps the case: records are indexed lowercased.
+        (
+            json!({"match": {"message": {"query": "SERVED", "analyzer": "whitespace"}}}),
+            set(&[]),
+        ),
+        (json!({"match": {"message": "SERVED"}}), set(&[0, 1, 6, 9])),
+        (
+            json!({"simple_query_string": {"query": "+served -cache", "fields": ["message"]}}),
+            set(&[1, 9]),
+        ),
+        (
+            json!({"simple_query_string": {"query": "\"not found\" | modif*", "fields": ["message"]}}),
+            set(&[5, 8, 11]),
+        ),
+        // Without fields, every string of the record.
+        (
+            json!({"simple_query_string": {"query": "+disk +full"}}),
+            set(&[3]),
+        ),
+        (
+            json!({"simple_query_string": {"query": "disk full", "default_operator": "and"}}),
+            set(&[3]),
+        ),
+    ] {
+        let found = ids(&client, json!({"query": query, "size": 100})).await;
+        assert_eq!(found, expected, "{query}");
+    }
+    for (body, needle) in [
+        (
+            json!({"query": {"multi_match": {"query": "a", "type": "bool_prefix", "fields": ["message"], "slop": 1}}}),
+            "[slop] not allowed for type [bool_prefix]",
+        ),
+        (
+            json!({"query": {"match": {"message": {"query": "a", "fuzziness": 3}}}}),
+            "invalid [fuzziness] [3]",
+        ),
+        (
+            json!({"query": {"match": {"message": {"query": "a", "analyzer": "klingon"}}}}),
+            "[analyzer] [klingon] is not served",
+        ),
+        (
+            json!({"docvalue_fields": [{"field": "status", "format": "yyyy"}]}),
+            "format [yyyy] of [status] is not served",
+        ),
+    ] {
+        let answer = client.send("POST", "/logs/_search", Some(&body)).await;
+        assert_eq!(answer.status, 400, "{body}: {answer:?}");
+        let message = answer.body["message"].as_str().unwrap();
+        assert!(message.contains(needle), "{message}");
+    }
+}
+
+#[tokio::test]
+async fn requested_fields_date_keys_and_range_keys() {
+    let (_dir, _server, client) = with_logs().await;
+    let body = json!({
+        "query": {"ids": {"values": ["r0"]}},
+        "docvalue_fields": ["status", {"field": "bytes", "format": "#.0"}, "user.name.keyword"],
+        "stored_fields": ["_none_"],
+    });
+    let answer = client.send("POST", "/logs/_search", Some(&body)).await;
+    let hit = &answer.body["hits"]["hits"][0];
+    assert_eq!(
+        hit["fields"],
+        json!({"status": [200], "bytes": ["5120.0"], "user.name.keyword": ["ann"]}),
+        "{answer:?}"
+    );
+    assert!(hit.get("_source").is_none(), "{hit}");
+    // The URL's _source_includes wins over the body's _source.
+    let answer = client
+        .send(
+            "POST",
+            "/logs/_search?_source_includes=status",
+            Some(&json!({"query": {"ids": {"values": ["r0"]}}, "_source": "method"})),
+        )
+        .await;
+    assert_eq!(
+        answer.body["hits"]["hits"][0]["_source"],
+        json!({"status": 200})
+    );
+
+    let newest = client
+        .send(
+            "POST",
+            "/logs/_search",
+            Some(&json!({"query": {"ids": {"values": ["r11"]}}})),
+        )
+        .await;
+    let newest = newest.body["hits"]["hits"][0]["_source"]["@timestamp"].clone();
+    let body = json!({
+        "size": 0,
+        "aggs": {
+            "latest": {"terms": {"field": "@timestamp", "size": 1, "order": {"_term": "desc"}}},
+            "halves": {"date_range": {"field": "@timestamp", "ranges": [{"to": "now-6h"}, {"from": "now-6h"}]}},
+            "sizes": {"range": {"field": "bytes", "ranges": [{"to": 300}, {"from": 300, "key": "big"}]}},
+        },
+    });
+    let answer = client.send("POST", "/logs/_search", Some(&body)).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let aggs = &answer.body["aggregations"];
+    let latest = &aggs["latest"]["buckets"][0];
+    assert_eq!(latest["key_as_string"], newest, "{aggs}");
+    let millis = chrono::DateTime::parse_from_rfc3339(newest.as_str().unwrap())
+        .unwrap()
+        .timestamp_millis();
+    assert_eq!(latest["key"], json!(millis));
+    let halves = aggs["halves"]["buckets"].as_array().unwrap();
+    let counts: Vec<&Value> = halves.iter().map(|b| &b["doc_count"]).collect();
+    assert_eq!(counts, [&json!(6), &json!(6)], "{aggs}");
+    assert!(
+        halves[1]["key"].as_str().unwrap().ends_with("Z-*"),
+        "{aggs}"
+    );
+    let sizes: Vec<(&Value, &Value)> = aggs["sizes"]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (&b["key"], &b["doc_count"]))
+        .collect();
+    assert_eq!(
+        sizes,
+        [(&json!("*-300.0"), &json!(6)), (&json!("big"), &json!(6))]
+    );
+}
+
+#[tokio::test]
+async fn elasticsearch_delete_by_query_parameters_and_msearch_totals() {
+    let (_dir, _server, client) = with_logs().await;
+    // Parameters are checked before the dataset is looked up.
+    for (path, needle) in [
+        (
+            "/nowhere/_delete_by_query?conflicts=cat",
+            "conflicts may only be",
+        ),
+        (
+            "/nowhere/_delete_by_query?max_docs=-4",
+            "[max_docs] parameter cannot be negative, found [-4]",
+        ),
+        (
+            "/nowhere/_delete_by_query?size=4&max_docs=5",
+            "[max_docs] set to two different values [4] and [5]",
+        ),
+        (
+            "/nowhere/_delete_by_query?max_docs=1&slices=2",
+            "[max_docs] should be >= [slices]",
+        ),
+        (
+            "/nowhere/_delete_by_query?slices=0",
+            "[slices] must be a positive integer",
+        ),
+        (
+            "/nowhere/_delete_by_query?scroll_size=asdf",
+            "Failed to parse int parameter [scroll_size] with value [asdf]",
+        ),
+        (
+            "/nowhere/_delete_by_query?requests_per_second=0",
+            "[requests_per_second] must be a float greater than 0",
+        ),
+    ] {
+        let body = json!({"query": {"match_all": {}}});
+        let answer = client.send("POST", path, Some(&body)).await;
+        assert_eq!(answer.status, 400, "{path}: {answer:?}");
+        let message = answer.body["message"].as_str().unwrap();
+        assert!(message.contains(needle), "{path}: {message}");
+    }
+    // At most max_docs records, scroll_size to a batch (an event each).
+    let body = json!({"query": {"term": {"method": "GET"}}});
+    let answer = client
+        .send(
+            "POST",
+            "/logs/_delete_by_query?max_docs=5&scroll_size=2",
+            Some(&body),
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(
+        (&answer.body["deleted"], &answer.body["batches"]),
+        (&json!(5), &json!(3))
+    );
+    // The oldest writes went first: of the eight GETs, r8, r9 and r11 are left.
+    let left = ids(
+        &client,
+        json!({"query": {"term": {"method": "GET"}}, "size": 100}),
+    )
+    .await;
+    assert_eq!(left, set(&[8, 9, 11]));
+    // Slices: the records split by row id, each slice counted on its own.
+    let body = json!({"query": {"term": {"method": "POST"}}});
+    let answer = client
+        .send("POST", "/logs/_delete_by_query?slices=3", Some(&body))
+        .await;
+    assert_eq!(answer.body["deleted"], 2, "{answer:?}");
+    let slices = answer.body["slices"].as_array().unwrap();
+    assert_eq!(slices.len(), 3);
+    let per_slice: u64 = slices.iter().map(|s| s["deleted"].as_u64().unwrap()).sum();
+    assert_eq!(per_slice, 2);
+    assert_eq!(slices[2]["slice_id"], 2);
+
+    let searches = [
+        json!({"index": "logs"}),
+        json!({"query": {"term": {"method": "GET"}}}),
+        json!({"index": "nowhere"}),
+        json!({}),
+    ];
+    let answer = client
+        .send_ndjson("POST", "/_msearch?rest_total_hits_as_int=true", &searches)
+        .await;
+    let responses = &answer.body["responses"];
+    assert_eq!(responses[0]["hits"]["total"], 3, "{answer:?}");
+    assert_eq!(responses[1]["error"]["reason"], "no such index [nowhere]");
+    assert_eq!(responses[1]["error"]["root_cause"][0]["index"], "nowhere");
+    // A bounded total cannot be printed as an exact number.
+    let searches = [json!({"index": "logs"}), json!({"track_total_hits": 10})];
+    let answer = client
+        .send_ndjson("POST", "/_msearch?rest_total_hits_as_int=true", &searches)
+        .await;
+    assert_eq!(answer.status, 400, "{answer:?}");
 }

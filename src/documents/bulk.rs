@@ -252,7 +252,7 @@ fn action_line(number: usize, text: &[u8]) -> Result<Operation, Error> {
             "require_alias" => operation.require_alias = value.as_bool() == Some(true),
             "pipeline" => refuse(
                 Refusal::illegal(format!(
-                    "pipeline with id [{}] does not exist (ingest pipelines are not supported)",
+                    "pipeline with id [{}] does not exist",
                     text.unwrap_or_default()
                 )),
                 &mut operation,

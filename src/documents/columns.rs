@@ -89,8 +89,12 @@ fn cell(column: &ColumnType, value: &Value) -> Option<Cell> {
             .map(|v| v.as_f64().map(|f| f as f32).filter(|f| f.is_finite()))
             .collect::<Option<Vec<f32>>>()
             .map(Cell::Vector),
+        // Elasticsearch's default date format, `strict_date_optional_time||epoch_millis`: a
+        // string of digits in a date field is milliseconds.
         (column, value) if *column == DATE => match value {
-            Value::String(s) => parse_date(s).map(Cell::Millis),
+            Value::String(s) => parse_date(s)
+                .or_else(|| s.trim().parse::<i64>().ok())
+                .map(Cell::Millis),
             Value::Number(n) => n.as_i64().map(Cell::Millis),
             _ => None,
         },
@@ -449,10 +453,13 @@ mod tests {
             column("s", ColumnType::Utf8),
         ]);
         // All of these fit as they are.
-        let fits = [document(
-            "1",
-            json!({"n": "42", "f": 3, "b": "true", "d": 1_700_000_000_000_i64, "s": 5}),
-        )];
+        let fits = [
+            document(
+                "1",
+                json!({"n": "42", "f": 3, "b": "true", "d": 1_700_000_000_000_i64, "s": 5}),
+            ),
+            document("1b", json!({"d": "1700000000000"})),
+        ];
         let refs: Vec<Option<&Document>> = fits.iter().map(Some).collect();
         assert_eq!(grow(&current, &refs).0, current);
         // These do not: int64 widens to float64; the others become text.

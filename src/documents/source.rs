@@ -170,6 +170,106 @@ pub fn record(batch: &RecordBatch, row: usize, filter: &SourceFilter) -> (Option
     (id, Value::Object(source))
 }
 
+/// A field a search asks back by name (`docvalue_fields`, `fields`): `name`, with `.keyword`
+/// read as the field itself, and a `format`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FieldRequest {
+    pub name: String,
+    pub format: Option<String>,
+}
+
+impl FieldRequest {
+    /// A list of names or `{field, format}` objects, as `key` holds it.
+    pub fn parse_list(key: &str, value: Option<&Value>) -> Result<Vec<FieldRequest>, Error> {
+        let invalid = |item: &Value| {
+            Error::BadRequest(format!(
+                "[parsing_exception] [{key}] takes field names or {{field, format}} objects, not {item}"
+            ))
+        };
+        let items = match value {
+            None | Some(Value::Null) => return Ok(Vec::new()),
+            Some(Value::Array(items)) => items.as_slice(),
+            Some(one) => std::slice::from_ref(one),
+        };
+        items
+            .iter()
+            .map(|item| match item {
+                Value::String(name) => Ok(FieldRequest {
+                    name: name.clone(),
+                    format: None,
+                }),
+                Value::Object(object) => {
+                    let name = object.get("field").and_then(Value::as_str);
+                    let format = match object.get("format") {
+                        None | Some(Value::Null) => None,
+                        Some(Value::String(f)) if f == "use_field_mapping" => None,
+                        Some(Value::String(f)) => Some(f.clone()),
+                        Some(_) => return Err(invalid(item)),
+                    };
+                    Ok(FieldRequest {
+                        name: name.ok_or_else(|| invalid(item))?.to_owned(),
+                        format,
+                    })
+                }
+                _ => Err(invalid(item)),
+            })
+            .collect()
+    }
+
+    /// Checks the format before the search runs: a decimal pattern (`#.0`, `0.00`) or
+    /// `epoch_millis`.
+    pub fn check(&self) -> Result<(), Error> {
+        match self.format.as_deref() {
+            None => Ok(()),
+            Some(format) if decimals(format).is_some() || format == "epoch_millis" => Ok(()),
+            Some(format) => Err(Error::BadRequest(format!(
+                "[illegal_argument_exception] format [{format}] of [{}] is not served: a decimal pattern such as #.00, or epoch_millis",
+                self.name
+            ))),
+        }
+    }
+
+    /// The values of this field in row `row` of `batch` (every value of a list), formatted;
+    /// `None` when it has none.
+    pub fn values(&self, batch: &RecordBatch, row: usize) -> Option<Vec<Value>> {
+        let name = self.name.strip_suffix(".keyword").unwrap_or(&self.name);
+        let column = batch.column_by_name(name)?;
+        let values = match json_value(column.as_ref(), row)? {
+            Value::Array(items) => items,
+            one => vec![one],
+        };
+        let format = |value: Value| -> Value {
+            let number = || match &value {
+                Value::Number(n) => n.as_f64(),
+                Value::String(text) => chrono::DateTime::parse_from_rfc3339(text)
+                    .ok()
+                    .map(|at| at.timestamp_millis() as f64),
+                _ => None,
+            };
+            match self.format.as_deref() {
+                Some("epoch_millis") => match number() {
+                    Some(ms) => Value::String(format!("{}", ms as i64)),
+                    None => value,
+                },
+                Some(pattern) => match (decimals(pattern), value.as_f64()) {
+                    (Some(places), Some(f)) => Value::String(format!("{f:.places$}")),
+                    _ => value,
+                },
+                None => value,
+            }
+        };
+        Some(values.into_iter().map(format).collect())
+    }
+}
+
+/// The decimal places of a Java decimal pattern of `#` and `0` (`#.0` is 1, `0.00` 2, `#` 0).
+fn decimals(pattern: &str) -> Option<usize> {
+    let (whole, fraction) = pattern.split_once('.').unwrap_or((pattern, ""));
+    let digits = |part: &str| part.chars().all(|c| c == '#' || c == '0' || c == ',');
+    (!whole.is_empty() && digits(whole) && fraction.chars().all(|c| c == '0' || c == '#'))
+        .then_some(fraction.len())
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -181,6 +281,35 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn requested_fields_come_back_as_lists_in_their_format() {
+        let requests = FieldRequest::parse_list(
+            "docvalue_fields",
+            Some(&json!(["status", {"field": "status", "format": "#.00"}, "user.name.keyword"])),
+        )
+        .unwrap();
+        let batch = batch();
+        let values: Vec<_> = requests.iter().map(|r| r.values(&batch, 0)).collect();
+        assert_eq!(values[0], Some(vec![json!(200)]));
+        assert_eq!(values[1], Some(vec![json!("200.00")]));
+        assert_eq!(values[2], Some(vec![json!("ann")]));
+        let epoch = FieldRequest {
+            name: "@timestamp".into(),
+            format: Some("epoch_millis".into()),
+        };
+        assert_eq!(epoch.values(&batch, 0), Some(vec![json!("1795428000000")]));
+        assert!(
+            FieldRequest {
+                name: "x".into(),
+                format: Some("yyyy".into())
+            }
+            .check()
+            .is_err()
+        );
+        assert_eq!(decimals("#.0"), Some(1));
+        assert_eq!(decimals("0"), Some(0));
+    }
 
     fn batch() -> RecordBatch {
         let schema = Schema::new(vec![

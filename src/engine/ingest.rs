@@ -516,16 +516,36 @@ fn vectors_among(snapshot: &TableSnapshot, ids: &RoaringTreemap) -> u64 {
         .sum()
 }
 
+/// How far a delete by query goes: at most `max_docs` of the matching records (the oldest
+/// writes first), tombstoned `batch` records to an event (all in one event when `None`), in
+/// `slices` parts (by row id) when above 1, each with its own batches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeleteLimits {
+    pub max_docs: Option<u64>,
+    pub batch: Option<usize>,
+    pub slices: usize,
+}
+
+/// What a delete by query (or one slice of it) did: records deleted, in how many events.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Deleted {
+    pub deleted: u64,
+    pub batches: u64,
+    /// Each slice's part, when the request was sliced.
+    pub slices: Vec<Deleted>,
+}
+
 impl Engine {
-    /// Deletes, for good, the records of dataset `name` that the Query DSL `query` matches:
-    /// how many. Matched and tombstoned in one turn of the dataset's leader, as one event.
+    /// Deletes, for good, the records of dataset `name` that the Query DSL `query` matches
+    /// (within `limits`). Matched and tombstoned in one turn of the dataset's leader.
     pub async fn delete_by_query(
         &self,
         principal: &PlatformPrincipal,
         name: &str,
         query: &serde_json::Value,
+        limits: DeleteLimits,
         origin: &Origin,
-    ) -> Result<u64> {
+    ) -> Result<Deleted> {
         self.authorize(principal, Action::RecordWrite, name)?;
         let (runtime, def) = self.dataset(&principal.account, name).await?;
         let deadline = tokio::time::Instant::now() + BULK_WAIT;
@@ -546,27 +566,67 @@ impl Engine {
             let now = chrono::Utc::now().timestamp_millis();
             let compiled = strata_projections::table::dsl::compile(&schema, query, now)
                 .map_err(|e| Error::BadRequest(format!("[{}] {}", e.kind, e.reason)))?;
-            let matched = {
+            let mut matched = {
                 let snapshot = snapshot.clone();
                 tokio::task::spawn_blocking(move || snapshot.matching_rows(compiled.as_ref()))
                     .await
                     .map_err(|e| Error::Internal(format!("a search task failed: {e}")))??
             };
-            if matched.is_empty() {
-                return Ok(0);
+            if let Some(max) = limits.max_docs
+                && matched.len() > max
+            {
+                matched = matched.iter().take(max as usize).collect();
             }
-            let body = Body::RowsDeleted(RowsDeleted {
-                table_id: def.id.clone(),
-                row_ids: matched.iter().collect(),
-                vector_count: vectors_among(&snapshot, &matched),
-            });
-            match permit.write(body, origin).await {
-                Ok(after) => {
-                    self.record_usage(&runtime.account, &runtime.id, &def.id, Counts::of(&after));
-                    return Ok(matched.len());
+            let rows: Vec<u64> = matched.iter().collect();
+            let slices = limits.slices.max(1);
+            let mut parts: Vec<Vec<u64>> = vec![Vec::new(); slices];
+            for row in &rows {
+                parts[(row % slices as u64) as usize].push(*row);
+            }
+            let batch = limits.batch.unwrap_or(rows.len()).max(1);
+            let mut chunks: Vec<(usize, &[u64])> = Vec::new();
+            for (slice, part) in parts.iter().enumerate() {
+                chunks.extend(part.chunks(batch).map(|chunk| (slice, chunk)));
+            }
+            let mut done = Deleted::default();
+            let mut sliced = vec![Deleted::default(); slices];
+            for (slice, chunk) in chunks {
+                let ids: RoaringTreemap = chunk.iter().copied().collect();
+                let body = Body::RowsDeleted(RowsDeleted {
+                    table_id: def.id.clone(),
+                    row_ids: chunk.to_vec(),
+                    vector_count: vectors_among(&snapshot, &ids),
+                });
+                match permit.write(body, origin).await {
+                    Ok(after) => {
+                        self.record_usage(
+                            &runtime.account,
+                            &runtime.id,
+                            &def.id,
+                            Counts::of(&after),
+                        );
+                        done.deleted += chunk.len() as u64;
+                        done.batches += 1;
+                        sliced[slice].deleted += chunk.len() as u64;
+                        sliced[slice].batches += 1;
+                    }
+                    // Nothing written yet: match again under a new permit.
+                    Err(Error::Unavailable(_)) if done.batches == 0 => break,
+                    Err(error) if done.batches == 0 => return Err(error),
+                    Err(error) => {
+                        return Err(Error::Unavailable(format!(
+                            "the delete by query stopped after {} of {} records: {error}",
+                            done.deleted,
+                            rows.len()
+                        )));
+                    }
                 }
-                Err(Error::Unavailable(_)) => continue,
-                Err(error) => return Err(error),
+            }
+            if done.batches > 0 || rows.is_empty() {
+                if slices > 1 {
+                    done.slices = sliced;
+                }
+                return Ok(done);
             }
         }
         Err(Error::Busy(format!(

@@ -47,7 +47,7 @@ pub use self::{
     changes::{Change, ChangeStream, StreamStart},
     control::{DatabaseInfo, KeyInfo, Principal, StorageRequest},
     datasets::{DEFAULT_DATABASE, DatasetInfo, ID_FIELD, TIMESTAMP_FIELD, check_name},
-    ingest::{BulkItem, EnrichPolicy, Outcome},
+    ingest::{BulkItem, DeleteLimits, Deleted, EnrichPolicy, Outcome},
     leader::Origin,
     placement::{CONTROL, database_key},
     recovery::RestoreSummary,

@@ -13,7 +13,7 @@ use strata_projections::table::{
 
 use super::{Action, Engine, PlatformPrincipal};
 use crate::{
-    documents::source::{self, SourceFilter},
+    documents::source::{self, FieldRequest, SourceFilter},
     error::{Error, Result},
 };
 
@@ -37,6 +37,9 @@ const SEARCH_KEYS: &[&str] = &[
     "aggregations",
     "terminate_after",
     "knn",
+    "docvalue_fields",
+    "fields",
+    "stored_fields",
 ];
 
 /// Keys of a search body Elasticsearch reads that this server does not serve yet: a 400 that
@@ -62,6 +65,8 @@ struct Search {
     aggs: Option<Value>,
     /// Count at most this many matches, the first in write order.
     terminate_after: Option<usize>,
+    /// Fields each hit lists under `fields` (`docvalue_fields` and `fields`).
+    fields: Vec<FieldRequest>,
 }
 
 /// One dataset's part of a search.
@@ -185,6 +190,17 @@ fn sort_json(value: &Option<SortValue>) -> Value {
 }
 
 fn usize_of(body: &Map<String, Value>, key: &str, default: usize) -> Result<usize> {
+    let negative = body.get(key).and_then(|v| match v {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => s.trim().parse::<i64>().ok(),
+        _ => None,
+    });
+    if let Some(n) = negative.filter(|n| *n < 0) {
+        return Err(bad(
+            "illegal_argument_exception",
+            format!("[{key}] parameter cannot be negative, found [{n}]"),
+        ));
+    }
     match body.get(key) {
         None | Some(Value::Null) => Ok(default),
         Some(value) => value
@@ -231,7 +247,7 @@ impl Search {
             return Err(bad(
                 "illegal_argument_exception",
                 format!(
-                    "Result window is too large, from + size must be less than or equal to: [{MAX_RESULT_WINDOW}] but was [{}]",
+                    "Result window is too large, from + size must be less than or equal to: [{MAX_RESULT_WINDOW}] but was [{}]. See the scroll api for a more efficient way to request large data sets.",
                     from + size
                 ),
             ));
@@ -246,7 +262,7 @@ impl Search {
                 return Err(bad(
                     "illegal_argument_exception",
                     format!(
-                        "[track_total_hits] must be a boolean or a non-negative integer, not {other}"
+                        "[track_total_hits] parameter must be positive or equals to -1, got {other}"
                     ),
                 ));
             }
@@ -293,7 +309,31 @@ impl Search {
             None | Some(Value::Null) => None,
             Some(_) => Some(usize_of(body, "terminate_after", 0)?).filter(|n| *n > 0),
         };
+        let mut source = SourceFilter::parse(body.get("_source"))?;
+        // Stored fields: records keep none but `_source`, which comes back only when listed
+        // (and `_source` does not ask for it).
+        if let Some(stored) = body.get("stored_fields") {
+            let listed = match stored {
+                Value::String(one) => vec![one.as_str()],
+                Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
+                other => {
+                    return Err(bad(
+                        "parsing_exception",
+                        format!("[stored_fields] must be a name or a list of names, not {other}"),
+                    ));
+                }
+            };
+            if !listed.contains(&"_source") && body.get("_source").is_none() {
+                source.none = true;
+            }
+        }
+        let mut fields = FieldRequest::parse_list("docvalue_fields", body.get("docvalue_fields"))?;
+        fields.extend(FieldRequest::parse_list("fields", body.get("fields"))?);
+        for field in &fields {
+            field.check()?;
+        }
         Ok(Search {
+            fields,
             terminate_after,
             aggs,
             sort,
@@ -301,7 +341,7 @@ impl Search {
             query: with_knn(body.get("query"), body.get("knn")),
             from,
             size,
-            source: SourceFilter::parse(body.get("_source"))?,
+            source,
             track_total_hits,
         })
     }
@@ -547,6 +587,15 @@ impl Engine {
             if !search.source.none {
                 entry.insert("_source".into(), source);
             }
+            let mut fields = Map::new();
+            for field in &search.fields {
+                if let Some(values) = field.values(rows, row) {
+                    fields.insert(field.name.clone(), Value::Array(values));
+                }
+            }
+            if !fields.is_empty() {
+                entry.insert("fields".into(), Value::Object(fields));
+            }
             if !search.sort.is_empty() {
                 entry.insert(
                     "sort".into(),
@@ -556,7 +605,12 @@ impl Engine {
             hits.push(Value::Object(entry));
         }
         let total: u64 = found.iter().map(|f| f.total).sum();
-        let max_score = match scored {
+        // As in Elasticsearch, the top score is known when hits are ranked by score first.
+        let ranked_by_score = search
+            .sort
+            .first()
+            .is_none_or(|s| s.by == SortBy::Score && s.descending);
+        let max_score = match ranked_by_score {
             true => merged.iter().map(|(_, h)| h.score).reduce(f32::max),
             false => None,
         };
@@ -729,6 +783,9 @@ fn aggregate(parts: &[(Arc<TableSnapshot>, DslQuery)], request: &Value, now: i64
             }
         };
         answer[name] = json!({ "buckets": buckets });
+        if let Some(meta) = agg.get("meta") {
+            answer[name]["meta"] = meta.clone();
+        }
     }
     Ok(answer)
 }

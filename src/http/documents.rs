@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 use super::{AppState, RequestId, body::PathName, error::PlatformError};
 use crate::{
     documents::bulk,
-    engine::{BulkItem, EnrichPolicy, Outcome, PlatformPrincipal},
+    engine::{BulkItem, DeleteLimits, Deleted, EnrichPolicy, Outcome, PlatformPrincipal},
     error::Error,
 };
 
@@ -143,7 +143,7 @@ fn check_parameters(uri: &Uri) -> Result<bool, Error> {
         match name.as_str() {
             "pipeline" => {
                 return Err(Error::BadRequest(format!(
-                    "pipeline with id [{value}] does not exist (ingest pipelines are not supported)"
+                    "pipeline with id [{value}] does not exist"
                 )));
             }
             "require_alias" => require_alias = value != "false",
@@ -223,6 +223,7 @@ fn search_params(uri: &Uri, body: Value) -> Result<(Value, bool), Error> {
         }
     };
     let mut total_as_int = false;
+    let mut url_source_filter = false;
     for (name, value) in pairs {
         let number = || {
             value.parse::<i64>().map(Value::from).map_err(|_| {
@@ -248,6 +249,7 @@ fn search_params(uri: &Uri, body: Value) -> Result<(Value, bool), Error> {
                 "false" => json!(false),
                 _ => json!(value.split(',').collect::<Vec<_>>()),
             },
+            // These win over the body's `_source`, as in Elasticsearch.
             "_source_includes" | "_source_excludes" => {
                 let key = if name == "_source_includes" {
                     "includes"
@@ -255,11 +257,14 @@ fn search_params(uri: &Uri, body: Value) -> Result<(Value, bool), Error> {
                     "excludes"
                 };
                 let entry = body.entry("_source").or_insert_with(|| json!({}));
-                if entry.is_object() {
-                    entry[key] = json!(value.split(',').collect::<Vec<_>>());
+                if !url_source_filter || !entry.is_object() {
+                    *entry = json!({});
                 }
+                url_source_filter = true;
+                entry[key] = json!(value.split(',').collect::<Vec<_>>());
                 continue;
             }
+            "docvalue_fields" | "stored_fields" => json!(value.split(',').collect::<Vec<_>>()),
             "sort" => json!(
                 value
                     .split(',')
@@ -336,15 +341,41 @@ async fn run_search(
     let operation = "search";
     let failed = |error| PlatformError { operation, error };
     let (body, total_as_int) = search_params(uri, body).map_err(failed)?;
+    if total_as_int {
+        check_total_as_int(&body).map_err(failed)?;
+    }
     let mut answer = state
         .engine
         .search_dataset(principal, names, &body)
         .await
         .map_err(failed)?;
-    if total_as_int && let Some(total) = answer["hits"]["total"]["value"].as_u64() {
-        answer["hits"]["total"] = json!(total);
+    if total_as_int {
+        total_to_int(&mut answer);
     }
     Ok(Json(answer).into_response())
+}
+
+/// `rest_total_hits_as_int` prints a total as a number, so it must be exact: a
+/// `track_total_hits` bound other than -1 is refused, as Elasticsearch refuses it.
+fn check_total_as_int(body: &Value) -> Result<(), Error> {
+    match body.get("track_total_hits") {
+        Some(Value::Number(n)) if n.as_i64() != Some(-1) && n.as_i64().is_some_and(|n| n >= 0) => {
+            Err(Error::BadRequest(format!(
+                "[illegal_argument_exception] [rest_total_hits_as_int] cannot be used if the \
+                 tracking of total hits is not accurate, got {n}"
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `hits.total` as the number of hits, or -1 when they were not counted.
+fn total_to_int(answer: &mut Value) {
+    if answer.get("hits").is_none() {
+        return;
+    }
+    let total = answer["hits"]["total"]["value"].as_u64();
+    answer["hits"]["total"] = total.map_or(json!(-1), |n| json!(n));
 }
 
 /// GET|POST /{dataset}/_count: how many records the query matches.
@@ -374,6 +405,7 @@ pub async fn msearch(
     State(state): State<AppState>,
     Extension(principal): Extension<PlatformPrincipal>,
     name: Option<Path<String>>,
+    uri: Uri,
     body: Bytes,
 ) -> Result<Response, PlatformError> {
     let started = Instant::now();
@@ -381,7 +413,17 @@ pub async fn msearch(
         operation: "msearch",
         error,
     };
+    let params: Vec<(String, String)> = serde_urlencoded::from_str(uri.query().unwrap_or(""))
+        .map_err(|e| failed(Error::BadRequest(format!("invalid query parameters: {e}"))))?;
+    let total_as_int = params
+        .iter()
+        .any(|(k, v)| k == "rest_total_hits_as_int" && v != "false");
     let searches = msearch_pairs(&body).map_err(failed)?;
+    if total_as_int {
+        for (_, body) in searches.iter().flatten() {
+            check_total_as_int(body).map_err(failed)?;
+        }
+    }
     let path_index = name.map(|Path(name)| name);
     let answers = searches.into_iter().map(|search| {
         let state = state.clone();
@@ -397,22 +439,25 @@ pub async fn msearch(
                     .collect::<Option<Vec<_>>>()
                     .map(|names| names.join(","))
                     .ok_or_else(|| Error::BadRequest("[index] must be strings".to_owned()))?,
-                None => path_index.ok_or_else(|| {
-                    Error::BadRequest(
-                        "[action_request_validation_exception] no index: name it in the header or the path"
-                            .to_owned(),
-                    )
-                })?,
+                // As in Elasticsearch: no index in the header or the path searches them all.
+                None => path_index.unwrap_or_else(|| "_all".to_owned()),
                 Some(other) => {
                     return Err(Error::BadRequest(format!(
                         "[index] must be a string, not {other}"
                     )));
                 }
             };
-            state
+            if total_as_int {
+                check_total_as_int(&body)?;
+            }
+            let mut answer = state
                 .engine
                 .search_dataset(&principal, Some(&index), &body)
-                .await
+                .await?;
+            if total_as_int {
+                total_to_int(&mut answer);
+            }
+            Ok(answer)
         }
     });
     let responses: Vec<Value> = futures::future::join_all(answers)
@@ -436,6 +481,16 @@ pub async fn msearch(
 /// A failed search of an msearch: `{error: {type, reason}, status}`.
 fn error_entry(error: &Error) -> Value {
     let status = super::error::status(error.code()).as_u16();
+    if let Error::DatasetNotFound(name) = error {
+        let cause = json!({
+            "type": "index_not_found_exception",
+            "reason": format!("no such index [{name}]"),
+            "index": name,
+            "resource.type": "index_or_alias",
+            "resource.id": name,
+        });
+        return json!({"error": {"root_cause": [cause.clone()], "type": cause["type"], "reason": cause["reason"], "index": name}, "status": status});
+    }
     let message = error.public_message();
     // "[type] reason" where the engine names Elasticsearch's type.
     let (kind, reason) = match message.strip_prefix('[').and_then(|m| m.split_once("] ")) {
@@ -572,52 +627,214 @@ pub async fn delete_by_query(
     let params: DeleteParams = serde_urlencoded::from_str(uri.query().unwrap_or(""))
         .map_err(|e| failed(Error::BadRequest(format!("invalid query parameters: {e}"))))?;
     let query = delete_criteria(params, &body).map_err(failed)?;
-    let deleted = state
+    let done = state
         .engine
-        .delete_by_query(&principal, &name, &query, &principal.origin(&request_id.0))
+        .delete_by_query(
+            &principal,
+            &name,
+            &query,
+            DeleteLimits::default(),
+            &principal.origin(&request_id.0),
+        )
         .await
         .map_err(failed)?;
-    Ok(Json(json!({ "deleted": deleted })).into_response())
+    Ok(Json(json!({ "deleted": done.deleted })).into_response())
+}
+
+/// Elasticsearch's delete by query parameters, checked as Elasticsearch checks them (before
+/// the index is looked up), with its wording.
+#[derive(Debug, PartialEq)]
+struct EsDeleteParams {
+    limits: DeleteLimits,
+    requests_per_second: f64,
+}
+
+fn es_delete_params(query: &str, body: &Value) -> Result<EsDeleteParams, Error> {
+    let bad = |reason: String| Error::BadRequest(format!("[illegal_argument_exception] {reason}"));
+    let params: Vec<(String, String)> = serde_urlencoded::from_str(query)
+        .map_err(|e| bad(format!("invalid query parameters: {e}")))?;
+    let get = |key: &str| params.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v);
+    let int = |key: &str, value: &str| {
+        value.parse::<i64>().map_err(|_| {
+            bad(format!(
+                "Failed to parse int parameter [{key}] with value [{value}]"
+            ))
+        })
+    };
+    if let Some(conflicts) = get("conflicts")
+        && !matches!(conflicts.as_str(), "abort" | "proceed")
+    {
+        return Err(bad(format!(
+            "conflicts may only be \"proceed\" or \"abort\" but was [{conflicts}]"
+        )));
+    }
+    let mut max_docs = None;
+    let from_body = body.get("max_docs").map(|v| match v.as_i64() {
+        Some(n) => Ok(n),
+        None => Err(bad(format!("[max_docs] must be an integer, not {v}"))),
+    });
+    let candidates = [
+        get("size").map(|v| int("size", v)),
+        get("max_docs").map(|v| int("max_docs", v)),
+        from_body,
+    ];
+    for candidate in candidates.into_iter().flatten() {
+        let n = candidate?;
+        if n < 0 {
+            return Err(bad(format!(
+                "[max_docs] parameter cannot be negative, found [{n}]"
+            )));
+        }
+        match max_docs {
+            Some(m) if m != n => {
+                return Err(bad(format!(
+                    "[max_docs] set to two different values [{m}] and [{n}]"
+                )));
+            }
+            _ => max_docs = Some(n),
+        }
+    }
+    let slices = match get("slices").map(String::as_str) {
+        None | Some("auto") => 1,
+        Some(text) => match text.parse::<i64>() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                return Err(bad(format!(
+                    "[slices] must be a positive integer or the string \"auto\", but was [{text}]"
+                )));
+            }
+        },
+    };
+    if let Some(max) = max_docs
+        && max < slices
+    {
+        return Err(bad(format!(
+            "[max_docs] should be >= [slices]: {max} < {slices}"
+        )));
+    }
+    let batch = match get("scroll_size") {
+        Some(v) => match int("scroll_size", v)? {
+            n if n > 0 => Some(n as usize),
+            n => {
+                return Err(bad(format!(
+                    "[scroll_size] must be greater than 0, found [{n}]"
+                )));
+            }
+        },
+        None => Some(1000),
+    };
+    let requests_per_second = match get("requests_per_second") {
+        None => -1.0,
+        Some(text) => match text.parse::<f64>() {
+            Ok(r) if r == -1.0 || r > 0.0 => r,
+            _ => {
+                return Err(bad(format!(
+                    "[requests_per_second] must be a float greater than 0. Use -1 to disable \
+                     throttling. Found [{text}]"
+                )));
+            }
+        },
+    };
+    for key in [
+        "stored_fields",
+        "docvalue_fields",
+        "_source",
+        "script_fields",
+    ] {
+        if body.get(key).is_some() {
+            return Err(Error::BadRequest(format!(
+                "[action_request_validation_exception] {key} is not supported in this context"
+            )));
+        }
+    }
+    // One copy of each dataset is active: asking for more cannot be met.
+    if let Some(wanted) = get("wait_for_active_shards")
+        && let Ok(n) = wanted.parse::<u64>()
+        && n > 1
+    {
+        let timeout = get("timeout").map_or("1m", String::as_str);
+        return Err(Error::Unavailable(format!(
+            "[unavailable_shards_exception] Not enough active copies to meet shard count of \
+             [{n}] (have 1, needed {n}). Timeout: [{timeout}]"
+        )));
+    }
+    Ok(EsDeleteParams {
+        limits: DeleteLimits {
+            max_docs: max_docs.map(|n| n as u64),
+            batch,
+            slices: slices as usize,
+        },
+        requests_per_second,
+    })
 }
 
 /// POST /{dataset}/_delete_by_query: the same, with a Query DSL body, answered as Elasticsearch
-/// answers.
+/// answers: at most `max_docs` records (or `size`), tombstoned `scroll_size` (1000) to an
+/// event, each event a batch.
 pub async fn es_delete_by_query(
     State(state): State<AppState>,
     Extension(principal): Extension<PlatformPrincipal>,
     Extension(request_id): Extension<RequestId>,
     name: Result<PathName, Error>,
+    uri: Uri,
     body: Bytes,
 ) -> Result<Response, PlatformError> {
     let started = Instant::now();
     let operation = "delete by query";
     let failed = |error| PlatformError { operation, error };
+    let parsed: Value = match body.is_empty() {
+        true => Value::Null,
+        false => serde_json::from_slice(&body).unwrap_or(Value::Null),
+    };
+    let params = es_delete_params(uri.query().unwrap_or(""), &parsed).map_err(failed)?;
     let (name, body) = dataset_request(operation, name, &body)?;
     let query = body.get("query").cloned().ok_or_else(|| {
         failed(Error::BadRequest(
             "[action_request_validation_exception] query is missing".to_owned(),
         ))
     })?;
-    let deleted = state
+    let done = state
         .engine
-        .delete_by_query(&principal, &name, &query, &principal.origin(&request_id.0))
+        .delete_by_query(
+            &principal,
+            &name,
+            &query,
+            params.limits,
+            &principal.origin(&request_id.0),
+        )
         .await
         .map_err(failed)?;
-    Ok(Json(json!({
-        "took": started.elapsed().as_millis() as u64,
-        "timed_out": false,
-        "total": deleted,
-        "deleted": deleted,
-        "batches": if deleted > 0 { 1 } else { 0 },
-        "version_conflicts": 0,
-        "noops": 0,
-        "retries": {"bulk": 0, "search": 0},
-        "throttled_millis": 0,
-        "requests_per_second": -1.0,
-        "throttled_until_millis": 0,
-        "failures": [],
-    }))
-    .into_response())
+    let status = |part: &Deleted| {
+        json!({
+            "total": part.deleted,
+            "deleted": part.deleted,
+            "batches": part.batches,
+            "version_conflicts": 0,
+            "noops": 0,
+            "retries": {"bulk": 0, "search": 0},
+            "throttled_millis": 0,
+            "requests_per_second": params.requests_per_second,
+            "throttled_until_millis": 0,
+        })
+    };
+    let mut answer = status(&done);
+    answer["took"] = json!(started.elapsed().as_millis() as u64);
+    answer["timed_out"] = json!(false);
+    answer["failures"] = json!([]);
+    if !done.slices.is_empty() {
+        let slices: Vec<Value> = done
+            .slices
+            .iter()
+            .enumerate()
+            .map(|(id, part)| {
+                let mut slice = status(part);
+                slice["slice_id"] = json!(id);
+                slice
+            })
+            .collect();
+        answer["slices"] = json!(slices);
+    }
+    Ok(Json(answer).into_response())
 }
 
 /// The answer of a single-record write: the bulk item's body, with its status as the HTTP

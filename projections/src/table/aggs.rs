@@ -33,6 +33,11 @@ const META_MARKER: &str = "strata_meta";
 const CALENDAR_MARKER: &str = "strata_calendar";
 /// Keeps a date_histogram's `order` (tantivy lists its buckets by key) for [`finish`].
 const ORDER_MARKER: &str = "strata_order";
+/// Marks a terms aggregation of a date field, whose keys [`finish`] turns to milliseconds.
+const DATES_MARKER: &str = "strata_dates";
+/// Marks a terms aggregation of booleans (`value_type: boolean`): keys 1 and 0 read `true`
+/// and `false`.
+const BOOLEANS_MARKER: &str = "strata_booleans";
 
 /// The most memory one aggregation request may take, and the most buckets.
 const MEMORY_LIMIT: u64 = 512 << 20;
@@ -51,6 +56,7 @@ const NATIVE: &[&str] = &[
     "histogram",
     "date_histogram",
     "range",
+    "date_range",
 ];
 
 fn invalid(reason: impl Into<String>) -> DslError {
@@ -99,6 +105,8 @@ fn without_markers(mut value: Value) -> Value {
         object.remove(META_MARKER);
         object.remove(CALENDAR_MARKER);
         object.remove(ORDER_MARKER);
+        object.remove(DATES_MARKER);
+        object.remove(BOOLEANS_MARKER);
         for inner in object.values_mut() {
             *inner = without_markers(std::mem::take(inner));
         }
@@ -119,6 +127,28 @@ fn whole(value: &Value) -> Value {
     match value.as_f64() {
         Some(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => json!(f as i64),
         _ => value.clone(),
+    }
+}
+
+/// A double as Java prints it (`Double.toString`), as Elasticsearch's range keys show it:
+/// `50.0`, `0.5`, `1.0E7`.
+fn java_double(value: f64) -> String {
+    let magnitude = value.abs();
+    if value == 0.0 || (1e-3..1e7).contains(&magnitude) {
+        let text = format!("{value}");
+        if text.contains('.') {
+            text
+        } else {
+            format!("{text}.0")
+        }
+    } else {
+        let text = format!("{value:E}");
+        match text.split_once('E') {
+            Some((mantissa, exponent)) if !mantissa.contains('.') => {
+                format!("{mantissa}.0E{exponent}")
+            }
+            _ => text,
+        }
     }
 }
 
@@ -156,30 +186,31 @@ fn finish(translated: &Value, result: &mut Value) {
             order_buckets(range.get(ORDER_MARKER), result);
         } else if let Some(body) = request.get("range") {
             let dates = body.get("dates").and_then(Value::as_bool).unwrap_or(false);
-            let asked: Vec<(Option<f64>, Option<f64>)> = body["ranges"]
+            let bounds = |r: &Value| {
+                (
+                    r.get("from").and_then(Value::as_f64),
+                    r.get("to").and_then(Value::as_f64),
+                )
+            };
+            let asked: Vec<&Value> = body["ranges"]
                 .as_array()
-                .map(|ranges| {
-                    ranges
-                        .iter()
-                        .map(|r| {
-                            (
-                                r.get("from").and_then(Value::as_f64),
-                                r.get("to").and_then(Value::as_f64),
-                            )
-                        })
-                        .collect()
-                })
+                .map(|ranges| ranges.iter().collect())
                 .unwrap_or_default();
             if let Some(Value::Array(list)) = result.get_mut("buckets") {
-                list.retain(|bucket| {
-                    let bounds = (
-                        bucket.get("from").and_then(Value::as_f64),
-                        bucket.get("to").and_then(Value::as_f64),
-                    );
-                    asked.contains(&bounds)
-                });
+                list.retain(|bucket| asked.iter().any(|r| bounds(r) == bounds(bucket)));
             }
             for bucket in buckets(result) {
+                let keyed = asked
+                    .iter()
+                    .any(|r| bounds(r) == bounds(bucket) && r.get("key").is_some());
+                if keyed {
+                    // The range's own key, as asked.
+                } else if !dates {
+                    let end = |key: &str| bucket.get(key).and_then(Value::as_f64);
+                    let (from, to) = (end("from"), end("to"));
+                    let text = |end: Option<f64>| end.map_or_else(|| "*".to_owned(), java_double);
+                    bucket["key"] = json!(format!("{}-{}", text(from), text(to)));
+                }
                 if dates {
                     let mut ends = Vec::new();
                     for end in ["from", "to"] {
@@ -193,7 +224,9 @@ fn finish(translated: &Value, result: &mut Value) {
                             None => ends.push("*".to_owned()),
                         }
                     }
-                    bucket["key"] = json!(format!("{}-{}", ends[0], ends[1]));
+                    if !keyed {
+                        bucket["key"] = json!(format!("{}-{}", ends[0], ends[1]));
+                    }
                 }
                 finish_sub(sub, bucket);
             }
@@ -201,10 +234,31 @@ fn finish(translated: &Value, result: &mut Value) {
             if let Some(value) = result.get("value").cloned() {
                 result["value"] = whole(&value);
             }
+        } else if let Some(terms) = request.get("terms")
+            && terms.get(DATES_MARKER).is_some()
+        {
+            for bucket in buckets(result) {
+                let ms = match bucket.get("key") {
+                    Some(Value::String(text)) => super::dsl::parse_date_millis(text),
+                    Some(Value::Number(n)) => n.as_f64().map(|f| f as i64),
+                    _ => None,
+                };
+                if let Some(ms) = ms {
+                    bucket["key"] = json!(ms);
+                    bucket["key_as_string"] = date_text(ms);
+                }
+                finish_sub(sub, bucket);
+            }
         } else if request.get("terms").is_some() || request.get("histogram").is_some() {
+            let booleans = request
+                .pointer(&format!("/terms/{BOOLEANS_MARKER}"))
+                .is_some();
             for bucket in buckets(result) {
                 if let Some(key) = bucket.get("key").cloned() {
                     bucket["key"] = whole(&key);
+                    if booleans && let Some(n) = key.as_f64() {
+                        bucket["key_as_string"] = json!((n != 0.0).to_string());
+                    }
                 }
                 finish_sub(sub, bucket);
             }
@@ -327,6 +381,12 @@ fn translate_level(aggs: &Value, fields: &dyn Fields, now: i64) -> Result<Value,
                         )));
                     }
                     let body = translate_one(name, other, body, fields, now)?;
+                    // date_range is a range aggregation whose bounds are dates.
+                    let other = if other == "date_range" {
+                        "range"
+                    } else {
+                        other
+                    };
                     // A calendar histogram runs as a range aggregation of its periods.
                     let kind = match body.get(CALENDAR_MARKER) {
                         Some(_) => "range",
@@ -334,8 +394,8 @@ fn translate_level(aggs: &Value, fields: &dyn Fields, now: i64) -> Result<Value,
                     };
                     translated.insert(kind.into(), body);
                 }
-                "filters" | "filter" | "date_range" | "ip_range" | "composite" | "top_hits"
-                | "percentiles" | "extended_stats" | "multi_terms" => {
+                "filters" | "filter" | "ip_range" | "composite" | "top_hits" | "percentiles"
+                | "extended_stats" | "multi_terms" => {
                     return Err(invalid(format!(
                         "aggregation type [{key}] of [{name}] is not supported yet"
                     )));
@@ -429,10 +489,25 @@ fn translate_one(
     let field = body
         .get("field")
         .and_then(Value::as_str)
-        .ok_or_else(|| invalid(format!("[{kind}] aggregation [{name}] needs a [field]")))?
+        .ok_or_else(|| {
+            invalid(format!(
+                "Required one of fields [field, script], but none were specified: [{kind}] aggregation [{name}] needs a [field] (scripts are not served)"
+            ))
+        })?
         .to_owned();
+    if kind == "cardinality"
+        && let Some(threshold) = body.get("precision_threshold").and_then(Value::as_i64)
+        && threshold < 0
+    {
+        return Err(invalid(format!(
+            "[precisionThreshold] must be greater than or equal to 0. Found [{threshold}] in [{name}]"
+        )));
+    }
     let field = field.strip_suffix(".keyword").unwrap_or(&field).to_owned();
-    let is_date = fields.is_date(&field);
+    let value_type = body.remove("value_type");
+    let is_date = kind == "date_range"
+        || value_type.as_ref().and_then(Value::as_str) == Some("date")
+        || fields.is_date(&field);
     body.insert("field".into(), json!(format!("{KEYWORD_FIELD}.{field}")));
     match kind {
         "date_histogram" => {
@@ -461,7 +536,7 @@ fn translate_one(
                 body.insert(ORDER_MARKER.into(), order);
             }
         }
-        "range" => {
+        "range" | "date_range" => {
             if let Some(Value::Array(ranges)) = body.get_mut("ranges") {
                 for range in ranges.iter_mut() {
                     for bound in ["from", "to"] {
@@ -488,8 +563,45 @@ fn translate_one(
                 }
             }
             body.remove("format");
+            body.remove("time_zone");
             if is_date {
                 body.insert("dates".into(), json!(true));
+            }
+        }
+        "terms" => {
+            body.remove("format");
+            if is_date {
+                body.insert(DATES_MARKER.into(), json!(true));
+                // Dates to include or exclude, as tantivy prints a date key.
+                for key in ["include", "exclude"] {
+                    if let Some(Value::Array(values)) = body.get_mut(key) {
+                        for value in values.iter_mut() {
+                            let ms = match &*value {
+                                Value::String(text) => super::dsl::parse_date_millis(text),
+                                Value::Number(n) => n.as_i64(),
+                                _ => None,
+                            };
+                            if let Some(at) = ms.and_then(chrono::DateTime::from_timestamp_millis) {
+                                *value =
+                                    json!(at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true));
+                            }
+                        }
+                    }
+                }
+            }
+            // `_term` is the old name of `_key`.
+            if let Some(Value::Object(order)) = body.get_mut("order")
+                && let Some(direction) = order.remove("_term")
+            {
+                order.insert("_key".into(), direction);
+            }
+            // A boolean is kept as 1 or 0.
+            if let Some(Value::Bool(b)) = body.get("missing") {
+                let number = u8::from(*b);
+                body.insert("missing".into(), json!(number));
+            }
+            if value_type.as_ref().and_then(Value::as_str) == Some("boolean") {
+                body.insert(BOOLEANS_MARKER.into(), json!(true));
             }
         }
         _ => {
@@ -688,6 +800,16 @@ mod tests {
                 ms("2026-01-01T00:00:00Z")
             ]
         );
+    }
+
+    #[test]
+    fn range_keys_print_doubles_as_java_does() {
+        assert_eq!(java_double(50.0), "50.0");
+        assert_eq!(java_double(-0.5), "-0.5");
+        assert_eq!(java_double(0.0), "0.0");
+        assert_eq!(java_double(1.5e7), "1.5E7");
+        assert_eq!(java_double(1e7), "1.0E7");
+        assert_eq!(java_double(1e-4), "1.0E-4");
     }
 
     #[test]

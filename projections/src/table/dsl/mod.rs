@@ -10,11 +10,13 @@
 use std::ops::Bound;
 
 use serde_json::{Map, Value};
+use tantivy::columnar::NumericalValue;
 use tantivy::{
     DateTime, Term,
     query::{
         AllQuery, BooleanQuery, BoostQuery, ConstScoreQuery, DisjunctionMaxQuery, EmptyQuery,
-        ExistsQuery, Occur, PhraseQuery, Query, QueryParser, RangeQuery, RegexQuery, TermQuery,
+        ExistsQuery, FuzzyTermQuery, Occur, PhraseQuery, Query, QueryParser, RangeQuery,
+        RegexQuery, TermQuery,
     },
     query_grammar::{UserInputAst, UserInputLeaf},
     schema::IndexRecordOption,
@@ -23,6 +25,7 @@ use tantivy::{
 
 use super::docs::{ALL_FIELD, DocsSchema, KEYWORD_FIELD, TEXT_FIELD};
 
+mod simple;
 mod spatial;
 
 pub use spatial::Vectors;
@@ -121,10 +124,16 @@ impl Compiler<'_> {
             "match" => self.field_query(kind, body, "query", |c, field, value, options| {
                 c.matching(field, value, options)
             }),
+            "match_bool_prefix" => {
+                self.field_query(kind, body, "query", |c, field, value, options| {
+                    c.bool_prefix(field, value, options)
+                })
+            }
             "match_phrase" => self.field_query(kind, body, "query", |c, field, value, options| {
                 c.phrase(field, value, options)
             }),
             "query_string" => self.query_string(body),
+            "simple_query_string" => self.simple_query_string(body),
             "constant_score" => self.constant_score(body),
             "ids" => self.ids(body),
             "multi_match" => self.multi_match(body),
@@ -186,15 +195,23 @@ impl Compiler<'_> {
         let mut keyword = self.keyword_term(path);
         keyword.append_type_and_str(&text);
         add(keyword);
-        if let Ok(n) = text.parse::<i64>() {
+        // Records hold numbers as i64 or f64, and tantivy indexes a double in its canonical
+        // form (a whole one as an integer, as a u64 above i64::MAX): the query term does too.
+        let number = match text.parse::<i64>() {
+            Ok(n) => Some(NumericalValue::I64(n)),
+            Err(_) => text
+                .parse::<f64>()
+                .ok()
+                .filter(|f| f.is_finite())
+                .map(|f| NumericalValue::F64(f).normalize()),
+        };
+        if let Some(number) = number {
             let mut term = self.keyword_term(path);
-            term.append_type_and_fast_value(n);
-            add(term);
-        } else if let Ok(f) = text.parse::<f64>()
-            && f.is_finite()
-        {
-            let mut term = self.keyword_term(path);
-            term.append_type_and_fast_value(f);
+            match number {
+                NumericalValue::I64(n) => term.append_type_and_fast_value(n),
+                NumericalValue::U64(n) => term.append_type_and_fast_value(n),
+                NumericalValue::F64(f) => term.append_type_and_fast_value(f),
+            }
             add(term);
         }
         if let Ok(b) = text.parse::<bool>() {
@@ -267,16 +284,12 @@ impl Compiler<'_> {
     /// `match`: the query's terms, any (or all, with `operator: and`) of them.
     fn matching(&self, field: &str, value: &Value, options: &Map<String, Value>) -> Compiled {
         let text = scalar_text(field, value)?;
-        let tokens = analyze(&text);
+        let tokens = analyze_with(&text, options)?;
         let path = keyword_path(field);
         let mut clauses: Vec<Box<dyn Query>> = tokens
             .iter()
-            .map(|token| {
-                let mut term = self.text_term(path);
-                term.append_type_and_str(token);
-                Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)) as Box<dyn Query>
-            })
-            .collect();
+            .map(|token| self.word(path, token, options))
+            .collect::<Result<_, _>>()?;
         // A number (or boolean, or date) field matches its value too.
         if !matches!(value, Value::String(_)) || tokens.len() <= 1 {
             let exact = self.term(field, value);
@@ -287,6 +300,48 @@ impl Compiler<'_> {
                 clauses = vec![any_of(vec![clauses.remove(0), exact])];
             }
         }
+        self.words_query(clauses, options)
+    }
+
+    /// A word of a match-family query on the text of `path`: the word itself, or within
+    /// `fuzziness` edits of it.
+    fn word(&self, path: &str, token: &str, options: &Map<String, Value>) -> Compiled {
+        let mut term = self.text_term(path);
+        term.append_type_and_str(token);
+        Ok(match fuzziness(options, token)? {
+            Some(distance) if distance > 0 => {
+                let transpositions = options
+                    .get("fuzzy_transpositions")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(true);
+                Box::new(FuzzyTermQuery::new(term, distance, transpositions))
+            }
+            _ => Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)),
+        })
+    }
+
+    /// `match_bool_prefix`: the words of the text, the last one as a prefix, any (or all, with
+    /// `operator: and`) of them.
+    fn bool_prefix(&self, field: &str, value: &Value, options: &Map<String, Value>) -> Compiled {
+        let text = scalar_text(field, value)?;
+        let mut tokens = analyze_with(&text, options)?;
+        let path = keyword_path(field);
+        let Some(last) = tokens.pop() else {
+            return Ok(Box::new(EmptyQuery));
+        };
+        let mut clauses: Vec<Box<dyn Query>> = tokens
+            .iter()
+            .map(|token| self.word(path, token, options))
+            .collect::<Result<_, _>>()?;
+        let mut term = self.text_term(path);
+        term.append_type_and_str(&last);
+        clauses.push(Box::new(FuzzyTermQuery::new_prefix(term, 0, true)));
+        self.words_query(clauses, options)
+    }
+
+    /// The clauses of a match-family query joined as `operator` and `minimum_should_match`
+    /// say.
+    fn words_query(&self, clauses: Vec<Box<dyn Query>>, options: &Map<String, Value>) -> Compiled {
         if clauses.is_empty() {
             return Ok(Box::new(EmptyQuery));
         }
@@ -528,6 +583,15 @@ impl Compiler<'_> {
                 .parse_query(&terms)
                 .map_err(|e| parsing(e.to_string()));
         }
+        if kind == "bool_prefix" {
+            for key in ["slop", "cutoff_frequency"] {
+                if options.contains_key(key) {
+                    return Err(parsing(format!(
+                        "[{key}] not allowed for type [bool_prefix]"
+                    )));
+                }
+            }
+        }
         let mut per_field = Vec::with_capacity(fields.len());
         for field in &fields {
             if field.contains('*') {
@@ -546,9 +610,10 @@ impl Compiler<'_> {
             };
             let compiled = match kind {
                 "phrase" => self.phrase(name, query, options)?,
-                "best_fields" | "most_fields" | "cross_fields" | "bool_prefix" => {
+                "best_fields" | "most_fields" | "cross_fields" => {
                     self.matching(name, query, options)?
                 }
+                "bool_prefix" => self.bool_prefix(name, query, options)?,
                 other => {
                     return Err(parsing(format!(
                         "[multi_match] type [{other}] is not supported"
@@ -561,7 +626,8 @@ impl Compiler<'_> {
             });
         }
         Ok(match kind {
-            "most_fields" | "cross_fields" => any_of(per_field),
+            // bool_prefix scores as most_fields does.
+            "most_fields" | "cross_fields" | "bool_prefix" => any_of(per_field),
             _ => Box::new(DisjunctionMaxQuery::new(per_field)),
         })
     }
@@ -658,6 +724,61 @@ fn rewrite(ast: UserInputAst, default_field: Option<&str>) -> UserInputAst {
 /// The tokens of a query text, as the `text` field's analyzer makes them.
 fn analyze(text: &str) -> Vec<String> {
     super::text::tokens(&mut super::text::analyzer(), text)
+}
+
+/// The words of `text` as a query's `analyzer` makes them: the standard analyzer's (the one
+/// records are indexed with) by default, `whitespace` (split at white space, as written) or
+/// `keyword` (the whole text, one word).
+fn analyze_with(text: &str, options: &Map<String, Value>) -> Result<Vec<String>, DslError> {
+    match options.get("analyzer").and_then(Value::as_str) {
+        None | Some("standard" | "default" | "simple") => Ok(analyze(text)),
+        Some("whitespace") => Ok(text.split_whitespace().map(str::to_owned).collect()),
+        Some("keyword") => Ok(vec![text.to_owned()]),
+        Some(other) => Err(parsing(format!(
+            "[analyzer] [{other}] is not served: standard, simple, whitespace or keyword"
+        ))),
+    }
+}
+
+/// The edit distance `fuzziness` allows for `word`: a number of edits (0, 1, 2), or `AUTO`
+/// (`AUTO:low,high`, by default 3 and 6): none below `low` characters, one below `high`, else
+/// two.
+fn fuzziness(options: &Map<String, Value>, word: &str) -> Result<Option<u8>, DslError> {
+    let Some(value) = options.get("fuzziness") else {
+        return Ok(None);
+    };
+    let text = match value {
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s.clone(),
+        other => return Err(parsing(format!("invalid [fuzziness] {other}"))),
+    };
+    let invalid = || parsing(format!("invalid [fuzziness] [{text}]: 0, 1, 2 or AUTO"));
+    if let Some(auto) = text
+        .strip_prefix("AUTO")
+        .or_else(|| text.strip_prefix("auto"))
+    {
+        let (low, high) = match auto.strip_prefix(':') {
+            None if auto.is_empty() => (3, 6),
+            Some(bounds) => {
+                let (low, high) = bounds.split_once(',').ok_or_else(invalid)?;
+                (
+                    low.trim().parse::<usize>().map_err(|_| invalid())?,
+                    high.trim().parse::<usize>().map_err(|_| invalid())?,
+                )
+            }
+            None => return Err(invalid()),
+        };
+        let length = word.chars().count();
+        return Ok(Some(match length {
+            n if n < low => 0,
+            n if n < high => 1,
+            _ => 2,
+        }));
+    }
+    match text.parse::<f64>() {
+        Ok(n) if n.fract() == 0.0 && (0.0..=2.0).contains(&n) => Ok(Some(n as u8)),
+        _ => Err(invalid()),
+    }
 }
 
 fn scalar_text(field: &str, value: &Value) -> Result<String, DslError> {
