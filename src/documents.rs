@@ -168,7 +168,7 @@ pub fn timestamp_of(value: &Value) -> Option<i64> {
         Value::String(text) => parse_date(text),
         _ => None,
     }
-    .filter(|ms| chrono::DateTime::from_timestamp_millis(*ms).is_some())
+    .filter(|ms| strata_projections::table::dates::indexable(*ms))
 }
 
 /// A date as Elasticsearch's default dynamic date detection sees one (`strict_date_optional_time`):
@@ -241,6 +241,7 @@ pub(crate) mod test_support {
             start_offset: 0,
             created_at_micros: 0,
             dataset: true,
+            date_formats: Default::default(),
         }
     }
 }

@@ -80,6 +80,9 @@ pub struct TableDef {
     /// A platform dataset (see `TableCreated.dataset`).
     #[serde(default)]
     pub dataset: bool,
+    /// A dataset's date fields with a declared format (see `TableCreated.date_formats`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub date_formats: BTreeMap<String, String>,
 }
 
 impl TableDef {
@@ -124,6 +127,11 @@ impl TableDef {
             start_offset: created.start_offset,
             created_at_micros,
             dataset: created.dataset,
+            date_formats: created
+                .date_formats
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         })
     }
 
@@ -282,6 +290,7 @@ mod tests {
                 start_offset: 5,
                 database_id: "dbid".into(),
                 dataset: false,
+                date_formats: [("at".to_owned(), "epoch_second".to_owned())].into(),
             })),
             ..Default::default()
         }
@@ -345,6 +354,7 @@ mod tests {
         assert_eq!(state.tables["gone"].id, "t3");
         let docs = &state.tables["docs"];
         assert_eq!(docs.vector_metric, Some(VectorMetric::L2));
+        assert_eq!(docs.date_formats["at"], "epoch_second");
         assert_eq!(docs.start_offset, 5);
         assert_eq!(
             docs.column("embedding").unwrap().data_type,

@@ -22,7 +22,10 @@ use serde_json::Value;
 use strata_projections::{
     catalog::{ColumnDef, TableDef},
     schema::{ColumnType, TimestampUnit},
-    table::{geo, rows},
+    table::{
+        dates::{self, DateFormat},
+        geo, rows,
+    },
 };
 
 use super::{Document, ID_FIELD, Refusal, TIMESTAMP_FIELD, parse_date};
@@ -41,7 +44,7 @@ fn inferred(value: &Value) -> ColumnType {
         Value::Bool(_) => ColumnType::Bool,
         Value::Number(n) if n.is_i64() => ColumnType::Int64,
         Value::Number(_) => ColumnType::Float64,
-        Value::String(text) if parse_date(text).is_some() => DATE,
+        Value::String(text) if parse_date(text).is_some_and(dates::indexable) => DATE,
         _ => ColumnType::Utf8,
     }
 }
@@ -58,8 +61,43 @@ enum Cell {
     Vector(Vec<f32>),
 }
 
-/// `value` as a cell of a `column` column; `None` when it does not fit.
-fn cell(column: &ColumnType, value: &Value) -> Option<Cell> {
+/// The date formats a dataset's mapping declares, read once per request.
+#[derive(Debug, Default)]
+pub struct Formats(HashMap<String, DateFormat>);
+
+impl Formats {
+    pub fn of(table: &TableDef) -> Formats {
+        Formats(
+            table
+                .date_formats
+                .iter()
+                .filter_map(|(name, text)| Some((name.clone(), DateFormat::parse(text).ok()?)))
+                .collect(),
+        )
+    }
+
+    pub fn get(&self, field: &str) -> Option<&DateFormat> {
+        self.0.get(field)
+    }
+}
+
+/// `value` as a cell of a `column` column (a date read in `format` when the field declares
+/// one); `None` when it does not fit. A date must be one a document index holds (1677 to
+/// 2262).
+fn cell(column: &ColumnType, format: Option<&DateFormat>, value: &Value) -> Option<Cell> {
+    let cell = cell_any(column, format, value);
+    match cell {
+        Some(Cell::Millis(ms)) if !dates::indexable(ms) => None,
+        cell => cell,
+    }
+}
+
+fn cell_any(column: &ColumnType, format: Option<&DateFormat>, value: &Value) -> Option<Cell> {
+    if let Some(format) = format
+        && *column == DATE
+    {
+        return format.read(value).map(Cell::Millis);
+    }
     match (column, value) {
         (ColumnType::Utf8, Value::String(s)) => Some(Cell::Text(s.clone())),
         (ColumnType::Utf8, Value::Bool(b)) => Some(Cell::Text(b.to_string())),
@@ -123,6 +161,7 @@ fn widened(column: &ColumnType, value: &Value) -> Option<ColumnType> {
 /// column can take, is refused.
 pub fn grow(
     current: &[ColumnDef],
+    formats: &Formats,
     documents: &[Option<&Document>],
 ) -> (Vec<ColumnDef>, Vec<Option<Refusal>>) {
     let mut columns = current.to_vec();
@@ -160,16 +199,26 @@ pub fn grow(
                 .rev()
                 .find(|(i, _)| *i == at)
                 .map_or(&columns[at].data_type, |(_, t)| t);
-            if cell(column, value).is_some() {
+            let format = formats.get(name);
+            if cell(column, format, value).is_some() {
                 continue;
             }
-            match widened(column, value) {
+            // A date in a declared format keeps its type: a value it cannot read is refused.
+            match widened(column, value).filter(|_| format.is_none()) {
                 Some(to) => changes.push((at, to)),
                 None => {
-                    refusal = Some(Refusal::parsing(format!(
-                        "failed to parse field [{name}] of type [{}]: {value} does not fit it",
-                        columns[at].data_type
-                    )));
+                    refusal = Some(Refusal::parsing(match format {
+                        Some(format) if format.read(value).is_some() => format!(
+                            "failed to parse field [{name}] of type [date]: {value} is outside the dates an index holds (1677-09-21 to 2262-04-11)"
+                        ),
+                        Some(_) => format!(
+                            "failed to parse field [{name}] of type [date]: {value} is not in its format"
+                        ),
+                        None => format!(
+                            "failed to parse field [{name}] of type [{}]: {value} does not fit it",
+                            columns[at].data_type
+                        ),
+                    }));
                     break;
                 }
             }
@@ -181,7 +230,7 @@ pub fn grow(
         for (name, value) in &document.fields {
             match position.get(name) {
                 Some(&at) => {
-                    if cell(&columns[at].data_type, value).is_none()
+                    if cell(&columns[at].data_type, formats.get(name), value).is_none()
                         && let Some(to) = widened(&columns[at].data_type, value)
                     {
                         columns[at].data_type = to;
@@ -326,6 +375,7 @@ pub fn rows(
     }
     let id_at = position.get(ID_FIELD).copied();
     let timestamp_at = position.get(TIMESTAMP_FIELD).copied();
+    let formats = Formats::of(table);
     let mut placed = Vec::with_capacity(documents.len());
     let mut cells: Vec<Option<Cell>> = Vec::new();
     let mut count = 0;
@@ -344,7 +394,7 @@ pub fn rows(
                 )));
                 break;
             };
-            match cell(&table.columns[at].data_type, value) {
+            match cell(&table.columns[at].data_type, formats.get(name), value) {
                 Some(c) => cells[at] = Some(c),
                 None => {
                     refusal = Some(Refusal::parsing(format!(
@@ -424,7 +474,7 @@ mod tests {
             json!({"status": 200, "took": 1.5, "ok": true, "path": "/a", "at": "2026-11-23T10:00:00Z", "tags": ["x"], "user": {"id": 7}}),
         )];
         let refs: Vec<Option<&Document>> = docs.iter().map(Some).collect();
-        let (columns, refusals) = grow(&base(), &refs);
+        let (columns, refusals) = grow(&base(), &Formats::default(), &refs);
         assert!(refusals.iter().all(Option::is_none));
         let names: Vec<(String, String)> = types(&columns)[2..].to_vec();
         let expected: Vec<(String, String)> = [
@@ -460,22 +510,29 @@ mod tests {
             ),
             document("1b", json!({"d": "1700000000000"})),
         ];
+        // A date a document index cannot hold (past 2262) does not fit a date column.
+        assert!(cell(&DATE, None, &json!("9999-01-01")).is_none());
+        assert_eq!(inferred(&json!("9999-01-01")), ColumnType::Utf8);
         let refs: Vec<Option<&Document>> = fits.iter().map(Some).collect();
-        assert_eq!(grow(&current, &refs).0, current);
+        assert_eq!(grow(&current, &Formats::default(), &refs).0, current);
         // These do not: int64 widens to float64; the others become text.
         let misfits = [
             document("2", json!({"n": 2.5})),
             document("3", json!({"f": "many", "b": 1, "d": "soon"})),
         ];
         let refs: Vec<Option<&Document>> = misfits.iter().map(Some).collect();
-        let (columns, _) = grow(&current, &refs);
+        let (columns, _) = grow(&current, &Formats::default(), &refs);
         let after: Vec<String> = columns[2..]
             .iter()
             .map(|c| c.data_type.to_string())
             .collect();
         assert_eq!(after, ["float64", "utf8", "utf8", "utf8", "utf8"]);
         // A float64 column that once met text stays text when it meets a number again.
-        let (columns, _) = grow(&columns, &[Some(&document("4", json!({"f": 1.5})))]);
+        let (columns, _) = grow(
+            &columns,
+            &Formats::default(),
+            &[Some(&document("4", json!({"f": 1.5})))],
+        );
         assert_eq!(columns[3].data_type, ColumnType::Utf8);
     }
 
@@ -487,7 +544,7 @@ mod tests {
             document("c", json!({"path": "/y", "user": {"name": "ann"}})),
         ];
         let refs: Vec<Option<&Document>> = docs.iter().map(Some).collect();
-        let (columns, _) = grow(&base(), &refs);
+        let (columns, _) = grow(&base(), &Formats::default(), &refs);
         let table = dataset(columns);
         let (batch, placed) = rows(&table, &refs).unwrap();
         assert_eq!(placed.iter().filter(|p| p.is_ok()).count(), 3);
@@ -519,7 +576,7 @@ mod tests {
             document("2", json!({"brand_new": 1})),
         ];
         let refs: Vec<Option<&Document>> = docs.iter().map(Some).collect();
-        let (columns, refusals) = grow(&current, &refs);
+        let (columns, refusals) = grow(&current, &Formats::default(), &refs);
         assert_eq!(columns.len(), MAX_COLUMNS);
         assert!(refusals[0].is_none());
         assert!(

@@ -6,6 +6,7 @@ use serde_json::{Map, Value, json};
 use strata_projections::{
     catalog::{ColumnDef, TableDef, VectorMetric},
     schema::{ColumnType, MAX_VECTOR_DIM},
+    table::dates::DateFormat,
 };
 
 use super::{ID_FIELD, TIMESTAMP_FIELD};
@@ -37,7 +38,12 @@ fn field_type(table: &TableDef, column: &ColumnDef) -> Value {
         ColumnType::UInt64 => json!({"type": "unsigned_long"}),
         ColumnType::Float32 => json!({"type": "float"}),
         ColumnType::Float64 => json!({"type": "double"}),
-        ColumnType::Timestamp { .. } | ColumnType::Date32 => json!({"type": "date"}),
+        ColumnType::Timestamp { .. } | ColumnType::Date32 => {
+            match table.date_formats.get(&column.name) {
+                Some(format) => json!({"type": "date", "format": format}),
+                None => json!({"type": "date"}),
+            }
+        }
         ColumnType::Binary => json!({"type": "binary"}),
         ColumnType::Vector { dim } => json!({
             "type": "knn_vector",
@@ -76,6 +82,8 @@ fn column_type(kind: &str) -> Option<ColumnType> {
 pub struct Declared {
     pub columns: Vec<ColumnDef>,
     pub vector: Option<(String, VectorMetric)>,
+    /// Date fields declared with a `format`: field → format.
+    pub date_formats: std::collections::BTreeMap<String, String>,
 }
 
 fn bad(reason: String) -> Error {
@@ -179,13 +187,24 @@ fn declare(prefix: &str, properties: &Value, out: &mut Declared) -> Result<(), E
                         "field type [{kind}] of [{path}] is not supported yet"
                     ))
                 })?;
+                let format = field.get("format").and_then(Value::as_str);
                 if path == TIMESTAMP_FIELD {
                     if !matches!(data_type, ColumnType::Timestamp { .. }) {
                         return Err(bad(format!(
                             "[{TIMESTAMP_FIELD}] is a date, not a [{kind}]"
                         )));
                     }
+                    if format.is_some() {
+                        return Err(bad(format!(
+                            "[{TIMESTAMP_FIELD}] takes no format: it reads ISO 8601 dates and epoch milliseconds"
+                        )));
+                    }
                     continue;
+                }
+                if let (ColumnType::Timestamp { .. }, Some(format)) = (&data_type, format) {
+                    DateFormat::parse(format)
+                        .map_err(|reason| bad(format!("[format] of [{path}]: {reason}")))?;
+                    out.date_formats.insert(path.clone(), format.to_owned());
                 }
                 out.columns.push(ColumnDef {
                     name: path,

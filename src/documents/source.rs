@@ -9,7 +9,7 @@ use arrow::{
 };
 use serde_json::{Map, Value};
 
-use super::ID_FIELD;
+use super::{ID_FIELD, columns::Formats};
 use crate::{error::Error, keys::pattern_matches};
 
 /// Which fields of `_source` a search returns.
@@ -149,8 +149,13 @@ pub fn insert(object: &mut Map<String, Value>, path: &str, value: Value) {
 }
 
 /// Row `row` of `batch` (a dataset's columns, with or without `_row_id`): its `_id`, and its
-/// `_source` as `filter` keeps it.
-pub fn record(batch: &RecordBatch, row: usize, filter: &SourceFilter) -> (Option<String>, Value) {
+/// `_source` as `filter` keeps it, dates with a declared format printed in it.
+pub fn record(
+    batch: &RecordBatch,
+    row: usize,
+    filter: &SourceFilter,
+    formats: &Formats,
+) -> (Option<String>, Value) {
     let schema = batch.schema();
     let mut id = None;
     let mut source = Map::new();
@@ -163,7 +168,15 @@ pub fn record(batch: &RecordBatch, row: usize, filter: &SourceFilter) -> (Option
         if name == strata_projections::table::rows::ROW_ID || filter.none || !filter.keeps(name) {
             continue;
         }
-        if let Some(value) = json_value(column.as_ref(), row) {
+        let formatted = match (formats.get(name), column.data_type()) {
+            (Some(format), DataType::Timestamp(TimeUnit::Millisecond, _))
+                if !column.is_null(row) =>
+            {
+                Some(format.print(column.as_primitive::<TimestampMillisecondType>().value(row)))
+            }
+            _ => json_value(column.as_ref(), row),
+        };
+        if let Some(value) = formatted {
             insert(&mut source, name, value);
         }
     }
@@ -340,7 +353,7 @@ mod tests {
 
     #[test]
     fn a_record_reads_back_nested_without_nulls() {
-        let (id, source) = record(&batch(), 0, &SourceFilter::default());
+        let (id, source) = record(&batch(), 0, &SourceFilter::default(), &Formats::default());
         assert_eq!(id.as_deref(), Some("a"));
         assert_eq!(
             source,
@@ -351,7 +364,7 @@ mod tests {
     #[test]
     fn source_filtering_in_its_three_forms() {
         let filter = |value: Value| SourceFilter::parse(Some(&value)).unwrap();
-        let source = |f: &SourceFilter| record(&batch(), 0, f).1;
+        let source = |f: &SourceFilter| record(&batch(), 0, f, &Formats::default()).1;
         assert_eq!(source(&filter(json!(false))), json!({}));
         assert_eq!(source(&filter(json!(["stat*"]))), json!({"status": 200}));
         assert_eq!(

@@ -288,6 +288,7 @@ impl Engine {
             start_offset: self.log.high_water_mark(&partition).await?,
             database_id: database.id.clone(),
             dataset: true,
+            date_formats: declared.date_formats.into_iter().collect(),
             ..Default::default()
         };
         permit.write(Body::TableCreated(created), origin).await?;

@@ -269,7 +269,8 @@ impl Engine {
                 .zip(&outcomes)
                 .map(|(d, o)| d.as_ref().filter(|_| o.is_none()))
                 .collect();
-            let (columns, refusals) = columns::grow(&def.columns, &candidates);
+            let (columns, refusals) =
+                columns::grow(&def.columns, &columns::Formats::of(&def), &candidates);
             for (outcome, refusal) in outcomes.iter_mut().zip(refusals) {
                 if let Some(refusal) = refusal {
                     *outcome = Some(Outcome::Failed(refusal));
@@ -723,7 +724,8 @@ impl Engine {
                 });
             }
         }
-        let (_, target_rows) = self.all_rows(principal, target).await?;
+        let (target_def, target_rows) = self.all_rows(principal, target).await?;
+        let formats = crate::documents::columns::Formats::of(&target_def);
         let mut operations = Vec::new();
         for batch in &target_rows {
             let Some(keys) = batch.column_by_name(&policy.match_field) else {
@@ -744,7 +746,7 @@ impl Engine {
                 if unchanged {
                     continue;
                 }
-                let (id, source) = record(batch, row, &SourceFilter::default());
+                let (id, source) = record(batch, row, &SourceFilter::default(), &formats);
                 let serde_json::Value::Object(mut source) = source else {
                     continue;
                 };

@@ -13,7 +13,10 @@ use strata_projections::table::{
 
 use super::{Action, Engine, PlatformPrincipal};
 use crate::{
-    documents::source::{self, FieldRequest, SourceFilter},
+    documents::{
+        columns::Formats,
+        source::{self, FieldRequest, SourceFilter},
+    },
     error::{Error, Result},
 };
 
@@ -99,6 +102,12 @@ impl Search {
 struct DatasetFields<'a>(Vec<&'a TableSnapshot>);
 
 impl aggs::Fields for DatasetFields<'_> {
+    fn date_format(&self, field: &str) -> Option<String> {
+        self.0
+            .iter()
+            .find_map(|snapshot| snapshot.table.date_formats.get(field).cloned())
+    }
+
     fn date_bounds(&self, field: &str) -> Option<(i64, i64)> {
         self.0
             .iter()
@@ -175,6 +184,38 @@ fn parse_sort(value: Option<&Value>) -> Result<Vec<SortSpec>> {
                 descending,
                 missing_first: missing == Some("_first"),
             })
+        })
+        .collect()
+}
+
+/// `search_after` with its dates as milliseconds: a date field's sort value is its
+/// milliseconds, and a page may name it as text too, in the field's format (or as an ISO date
+/// without one), as Elasticsearch reads it.
+fn dates_after(
+    table: &strata_projections::catalog::TableDef,
+    sort: &[SortSpec],
+    after: &[Option<SortValue>],
+) -> Vec<Option<SortValue>> {
+    use strata_projections::schema::ColumnType;
+    let formats = Formats::of(table);
+    sort.iter()
+        .zip(after)
+        .map(|(spec, value)| match (&spec.by, value) {
+            (SortBy::Field(field), Some(SortValue::Text(text)))
+                if table
+                    .column(field)
+                    .is_some_and(|c| matches!(c.data_type, ColumnType::Timestamp { .. })) =>
+            {
+                let ms = match formats.get(field) {
+                    Some(format) => format.read(&json!(text)),
+                    None => dsl::parse_date_millis(text),
+                };
+                match ms {
+                    Some(ms) => Some(SortValue::Number(ms as f64)),
+                    None => value.clone(),
+                }
+            }
+            _ => value.clone(),
         })
         .collect()
 }
@@ -439,7 +480,10 @@ impl Engine {
             false => {
                 let sort = search.effective_sort();
                 let limit = search.terminate_after;
-                let after = search.search_after.clone();
+                let after = search
+                    .search_after
+                    .as_ref()
+                    .map(|after| dates_after(&snapshot.table, &sort, after));
                 let snapshot = snapshot.clone();
                 let query = query.box_clone();
                 tokio::task::spawn_blocking(move || {
@@ -559,6 +603,10 @@ impl Engine {
                 sources[i] = Some((rows, ids));
             }
         }
+        let formats: Vec<Formats> = found
+            .iter()
+            .map(|dataset| Formats::of(&dataset.snapshot.table))
+            .collect();
         let scored = search.sort.is_empty() || search.sort.iter().any(|s| s.by == SortBy::Score);
         let mut hits = Vec::with_capacity(page.len());
         for (i, hit) in &page {
@@ -572,7 +620,7 @@ impl Engine {
             if row >= rows.num_rows() {
                 continue;
             }
-            let (id, source) = source::record(rows, row, &search.source);
+            let (id, source) = source::record(rows, row, &search.source, &formats[*i]);
             let mut entry = Map::new();
             entry.insert("_index".into(), json!(found[*i].name));
             entry.insert("_id".into(), json!(id));

@@ -20,6 +20,7 @@ use tantivy::{
 
 use super::{
     TableSnapshot,
+    dates::DateFormat,
     docs::{DocsIndex, KEYWORD_FIELD, ROW_ID_FIELD},
     dsl::{DslError, date_math},
     text::index_error,
@@ -33,6 +34,9 @@ const META_MARKER: &str = "strata_meta";
 const CALENDAR_MARKER: &str = "strata_calendar";
 /// Keeps a date_histogram's `order` (tantivy lists its buckets by key) for [`finish`].
 const ORDER_MARKER: &str = "strata_order";
+/// The date format an aggregation of dates prints its keys in (the request's `format`, or the
+/// field's declared one).
+const FORMAT_MARKER: &str = "strata_format";
 /// Marks a terms aggregation of a date field, whose keys [`finish`] turns to milliseconds.
 const DATES_MARKER: &str = "strata_dates";
 /// Marks a terms aggregation of booleans (`value_type: boolean`): keys 1 and 0 read `true`
@@ -75,6 +79,11 @@ pub trait Fields {
     fn date_bounds(&self, _field: &str) -> Option<(i64, i64)> {
         None
     }
+
+    /// The format the mapping declares for the date `field`, if any.
+    fn date_format(&self, _field: &str) -> Option<String> {
+        None
+    }
 }
 
 /// An aggregation request translated for tantivy, with what is needed to shape its answer as
@@ -107,11 +116,24 @@ fn without_markers(mut value: Value) -> Value {
         object.remove(ORDER_MARKER);
         object.remove(DATES_MARKER);
         object.remove(BOOLEANS_MARKER);
+        object.remove(FORMAT_MARKER);
         for inner in object.values_mut() {
             *inner = without_markers(std::mem::take(inner));
         }
     }
     value
+}
+
+/// A date as an aggregation of `request` prints it: in its format, or Elasticsearch's default.
+fn date_printed(request: &Value, ms: i64) -> Value {
+    match request
+        .get(FORMAT_MARKER)
+        .and_then(Value::as_str)
+        .and_then(|text| DateFormat::parse(text).ok())
+    {
+        Some(format) => Value::String(format.print_text(ms)),
+        None => date_text(ms),
+    }
 }
 
 /// A date in Elasticsearch's output format.
@@ -171,7 +193,7 @@ fn finish(translated: &Value, result: &mut Value) {
             for bucket in buckets(result) {
                 if let Some(key) = bucket.get("key").and_then(Value::as_f64) {
                     bucket["key"] = json!(key as i64);
-                    bucket["key_as_string"] = date_text(key as i64);
+                    bucket["key_as_string"] = date_printed(histogram, key as i64);
                 }
                 finish_sub(sub, bucket);
             }
@@ -179,7 +201,7 @@ fn finish(translated: &Value, result: &mut Value) {
         } else if let Some(range) = request.get("range")
             && let Some(calendar) = range.get(CALENDAR_MARKER)
         {
-            finish_calendar(calendar, result);
+            finish_calendar(range, calendar, result);
             for bucket in buckets(result) {
                 finish_sub(sub, bucket);
             }
@@ -218,8 +240,9 @@ fn finish(translated: &Value, result: &mut Value) {
                             Some(ns) => {
                                 let ms = (ns / 1e6).round() as i64;
                                 bucket[end] = json!(ms);
-                                bucket[format!("{end}_as_string")] = date_text(ms);
-                                ends.push(date_text(ms).as_str().unwrap_or("*").to_owned());
+                                let text = date_printed(body, ms);
+                                ends.push(text.as_str().unwrap_or("*").to_owned());
+                                bucket[format!("{end}_as_string")] = text;
                             }
                             None => ends.push("*".to_owned()),
                         }
@@ -245,7 +268,7 @@ fn finish(translated: &Value, result: &mut Value) {
                 };
                 if let Some(ms) = ms {
                     bucket["key"] = json!(ms);
-                    bucket["key_as_string"] = date_text(ms);
+                    bucket["key_as_string"] = date_printed(terms, ms);
                 }
                 finish_sub(sub, bucket);
             }
@@ -303,7 +326,7 @@ fn order_buckets(order: Option<&Value>, result: &mut Value) {
 /// Shapes the buckets of a calendar histogram's range aggregation as date_histogram buckets:
 /// keyed by their period's start, from the first period with records to the last (or only
 /// those with `min_doc_count` records, when it is above 0).
-fn finish_calendar(calendar: &Value, result: &mut Value) {
+fn finish_calendar(range: &Value, calendar: &Value, result: &mut Value) {
     let min_doc_count = calendar["min_doc_count"].as_u64().unwrap_or(0);
     let Some(Value::Array(list)) = result.get_mut("buckets") else {
         return;
@@ -336,7 +359,7 @@ fn finish_calendar(calendar: &Value, result: &mut Value) {
             }
         }
         bucket["key"] = json!(ms);
-        bucket["key_as_string"] = date_text(ms);
+        bucket["key_as_string"] = date_printed(range, ms);
     }
 }
 
@@ -508,6 +531,18 @@ fn translate_one(
     let is_date = kind == "date_range"
         || value_type.as_ref().and_then(Value::as_str) == Some("date")
         || fields.is_date(&field);
+    // Dates print in the request's format, else the field's; other formats are not served.
+    let requested = body.remove("format");
+    let date_format = match (is_date, requested.as_ref().and_then(Value::as_str)) {
+        (true, Some(text)) => Some(text.to_owned()),
+        (true, None) => fields.date_format(&field),
+        (false, _) => None,
+    };
+    if let Some(text) = &date_format {
+        DateFormat::parse(text)
+            .map_err(|reason| invalid(format!("[format] of [{name}]: {reason}")))?;
+        body.insert(FORMAT_MARKER.into(), json!(text));
+    }
     body.insert("field".into(), json!(format!("{KEYWORD_FIELD}.{field}")));
     match kind {
         "date_histogram" => {
@@ -530,7 +565,6 @@ fn translate_one(
             }
             // Elasticsearch's default: empty buckets inside the bounds are listed.
             body.entry("min_doc_count").or_insert(json!(0));
-            body.remove("format");
             body.remove("time_zone");
             if let Some(order) = body.remove("order") {
                 body.insert(ORDER_MARKER.into(), order);
@@ -543,8 +577,15 @@ fn translate_one(
                         let Some(value) = range.get(bound).cloned() else {
                             continue;
                         };
+                        let formatted = date_format
+                            .as_deref()
+                            .and_then(|text| DateFormat::parse(text).ok()?.read(&value));
                         let number = match (&value, is_date) {
                             (Value::Null, _) => continue,
+                            // A date in the field's (or the request's) format.
+                            (_, true) if formatted.is_some() => {
+                                formatted.unwrap_or_default() as f64 * 1e6
+                            }
                             // Dates are bucketed in nanoseconds.
                             (Value::String(text), true) => date_math(text, now, false)
                                 .map(|ms| ms as f64 * 1e6)
@@ -562,14 +603,12 @@ fn translate_one(
                     }
                 }
             }
-            body.remove("format");
             body.remove("time_zone");
             if is_date {
                 body.insert("dates".into(), json!(true));
             }
         }
         "terms" => {
-            body.remove("format");
             if is_date {
                 body.insert(DATES_MARKER.into(), json!(true));
                 // Dates to include or exclude, as tantivy prints a date key.
@@ -604,9 +643,7 @@ fn translate_one(
                 body.insert(BOOLEANS_MARKER.into(), json!(true));
             }
         }
-        _ => {
-            body.remove("format");
-        }
+        _ => {}
     }
     Ok(Value::Object(body))
 }
@@ -641,6 +678,9 @@ fn calendar_histogram(
     });
     if let Some(order) = body.get("order") {
         range[ORDER_MARKER] = order.clone();
+    }
+    if let Some(format) = body.get(FORMAT_MARKER) {
+        range[FORMAT_MARKER] = format.clone();
     }
     Ok(range)
 }

@@ -33,6 +33,7 @@ use tantivy::{
 };
 
 use super::{
+    dates::{MAX_MILLIS, MIN_MILLIS},
     rows::ROW_ID,
     segment::row_ids,
     text::{index_error, open_reader},
@@ -129,9 +130,10 @@ impl DocsSchema {
                 DataType::Timestamp(TimeUnit::Millisecond, _) => {
                     let array = column.as_primitive::<TimestampMillisecondType>();
                     Box::new(move |row| {
-                        Some(OwnedValue::Date(DateTime::from_timestamp_millis(
-                            array.value(row),
-                        )))
+                        // Writes refuse dates outside what an index holds; clamped, never
+                        // overflowing, should one come from elsewhere.
+                        let ms = array.value(row).clamp(MIN_MILLIS, MAX_MILLIS);
+                        Some(OwnedValue::Date(DateTime::from_timestamp_millis(ms)))
                     })
                 }
                 // A geo point: an object of `lat` and `lon` (geo queries read both).

@@ -18,6 +18,7 @@
 //! Readers get an immutable [`TableSnapshot`]; [`TableScan`] exposes one to DataFusion.
 
 pub mod aggs;
+pub mod dates;
 pub mod digest;
 pub mod docs;
 pub mod dsl;

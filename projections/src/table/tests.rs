@@ -54,6 +54,7 @@ fn table() -> Arc<TableDef> {
         start_offset: 0,
         created_at_micros: 0,
         dataset: false,
+        date_formats: Default::default(),
     })
 }
 
