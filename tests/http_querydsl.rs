@@ -1114,6 +1114,12 @@ async fn prefixes_fuzziness_analyzers_and_the_simple_syntax() {
             json!({"simple_query_string": {"query": "disk full", "default_operator": "and"}}),
             set(&[3]),
         ),
+        // A whole keyword, or a whole word of the text.
+        (json!({"regexp": {"user.name": "a.n"}}), set(&[0, 4, 9])),
+        (
+            json!({"regexp": {"message": {"value": "cach.?"}}}),
+            set(&[0, 3, 6]),
+        ),
     ] {
         let found = ids(&client, json!({"query": query, "size": 100})).await;
         assert_eq!(found, expected, "{query}");
@@ -1134,6 +1140,14 @@ async fn prefixes_fuzziness_analyzers_and_the_simple_syntax() {
         (
             json!({"docvalue_fields": [{"field": "status", "format": "yyyy"}]}),
             "format [yyyy] of [status] is not served",
+        ),
+        (
+            json!({"query": {"regexp": {"path": "a".repeat(1001)}}}),
+            "The length of regex [1001]",
+        ),
+        (
+            json!({"query": {"query_string": {"query": format!("path:/{}/", "a".repeat(1001))}}}),
+            "The length of regex [1001]",
         ),
     ] {
         let answer = client.send("POST", "/logs/_search", Some(&body)).await;
@@ -1288,6 +1302,22 @@ async fn elasticsearch_delete_by_query_parameters_and_msearch_totals() {
     let per_slice: u64 = slices.iter().map(|s| s["deleted"].as_u64().unwrap()).sum();
     assert_eq!(per_slice, 2);
     assert_eq!(slices[2]["slice_id"], 2);
+    // A dataset has one copy: waiting for more deletes nothing, and says why.
+    let answer = client
+        .send(
+            "POST",
+            "/logs/_delete_by_query?wait_for_active_shards=3&timeout=1s",
+            Some(&json!({"query": {"match_all": {}}})),
+        )
+        .await;
+    assert_eq!(answer.status, 503, "{answer:?}");
+    let reason = answer.body["failures"][0]["cause"]["reason"]
+        .as_str()
+        .unwrap();
+    assert!(
+        reason.contains("Not enough active copies to meet shard count of [3]"),
+        "{reason}"
+    );
 
     let searches = [
         json!({"index": "logs"}),
@@ -1308,4 +1338,99 @@ async fn elasticsearch_delete_by_query_parameters_and_msearch_totals() {
         .send_ndjson("POST", "/_msearch?rest_total_hits_as_int=true", &searches)
         .await;
     assert_eq!(answer.status, 400, "{answer:?}");
+}
+
+#[tokio::test]
+async fn declared_date_formats_read_print_sort_and_bucket() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let client = Signed::new(&server, &root_user(dir.path(), "acme"));
+    let mappings = json!({"mappings": {"properties": {
+        "at": {"type": "date", "format": "yyyy-MM-dd HH:mm:ss.SSS||epoch_millis"},
+        "day": {"type": "date", "format": "epoch_second"},
+    }}});
+    let created = client.send("PUT", "/events", Some(&mappings)).await;
+    assert_eq!(created.status, 200, "{created:?}");
+    let bad = client
+        .send(
+            "PUT",
+            "/_mapping_check",
+            Some(
+                &json!({"mappings": {"properties": {"at": {"type": "date", "format": "yyyy-ww"}}}}),
+            ),
+        )
+        .await;
+    assert_eq!(bad.status, 400, "{bad:?}");
+    assert!(
+        bad.body["message"].as_str().unwrap().contains("[ww]"),
+        "{bad:?}"
+    );
+
+    let lines = [
+        json!({"index": {"_id": "a"}}),
+        json!({"at": "2019-10-21 08:30:04.828", "day": 1000}),
+        json!({"index": {"_id": "b"}}),
+        json!({"at": 1_571_617_804_828_i64, "day": "3000"}),
+        json!({"index": {"_id": "c"}}),
+        json!({"at": "21/10/2019"}),
+    ];
+    let written = client.send_ndjson("POST", "/events/_bulk", &lines).await;
+    let items = written.body["items"].as_array().unwrap();
+    assert_eq!(items[0]["index"]["status"], 201, "{written:?}");
+    assert_eq!(items[1]["index"]["status"], 201, "{written:?}");
+    // A value the format cannot read is refused, and the field keeps its type.
+    assert_eq!(items[2]["index"]["status"], 400, "{written:?}");
+    let mapping = client.send("GET", "/events/_mapping", None).await;
+    assert_eq!(
+        mapping.body["events"]["mappings"]["properties"]["at"],
+        json!({"type": "date", "format": "yyyy-MM-dd HH:mm:ss.SSS||epoch_millis"}),
+        "{mapping:?}"
+    );
+
+    // Sorted by time (milliseconds), printed back in the format.
+    let body = json!({"sort": [{"at": "desc"}]});
+    let answer = client.send("POST", "/events/_search", Some(&body)).await;
+    let hits = answer.body["hits"]["hits"].as_array().unwrap();
+    assert_eq!(
+        hits[0]["sort"],
+        json!([1_571_646_604_828_i64]),
+        "{answer:?}"
+    );
+    assert_eq!(hits[0]["_source"]["at"], "2019-10-21 08:30:04.828");
+    assert_eq!(hits[1]["_source"]["at"], "2019-10-21 00:30:04.828");
+    assert_eq!(hits[0]["_source"]["day"], 1000);
+    // The next page after a date named as text, in the field's format.
+    let body = json!({"sort": [{"at": "desc"}], "search_after": ["2019-10-21 08:30:04.828"]});
+    let answer = client.send("POST", "/events/_search", Some(&body)).await;
+    assert_eq!(answer.body["hits"]["hits"][0]["_id"], "b", "{answer:?}");
+
+    // A range query in a format of its own.
+    let body =
+        json!({"query": {"range": {"at": {"gte": "21/10/2019 08", "format": "dd/MM/yyyy HH"}}}});
+    assert_eq!(
+        client
+            .send("POST", "/events/_search", Some(&body))
+            .await
+            .body["hits"]["total"]["value"],
+        1
+    );
+    // Aggregation bounds and keys in the field's format.
+    let body = json!({"size": 0, "aggs": {
+        "days": {"date_range": {"field": "day", "ranges": [{"from": 1000, "to": 3000}, {"from": 3000}]}},
+        "times": {"terms": {"field": "at"}},
+    }});
+    let answer = client.send("POST", "/events/_search", Some(&body)).await;
+    let aggs = &answer.body["aggregations"];
+    let days = aggs["days"]["buckets"].as_array().unwrap();
+    assert_eq!(days[0]["key"], "1000-3000", "{aggs}");
+    assert_eq!(days[0]["from"], 1_000_000, "{aggs}");
+    assert_eq!(days[0]["doc_count"], 1, "{aggs}");
+    assert_eq!(days[1]["key"], "3000-*", "{aggs}");
+    let times: Vec<&Value> = aggs["times"]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| &b["key_as_string"])
+        .collect();
+    assert!(times.contains(&&json!("2019-10-21 00:30:04.828")), "{aggs}");
 }

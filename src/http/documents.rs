@@ -647,6 +647,8 @@ pub async fn delete_by_query(
 struct EsDeleteParams {
     limits: DeleteLimits,
     requests_per_second: f64,
+    /// `wait_for_active_shards` asked for more copies than a dataset has: why.
+    unmet_copies: Option<String>,
 }
 
 fn es_delete_params(query: &str, body: &Value) -> Result<EsDeleteParams, Error> {
@@ -748,23 +750,38 @@ fn es_delete_params(query: &str, body: &Value) -> Result<EsDeleteParams, Error> 
         }
     }
     // One copy of each dataset is active: asking for more cannot be met.
-    if let Some(wanted) = get("wait_for_active_shards")
-        && let Ok(n) = wanted.parse::<u64>()
-        && n > 1
-    {
-        let timeout = get("timeout").map_or("1m", String::as_str);
-        return Err(Error::Unavailable(format!(
-            "[unavailable_shards_exception] Not enough active copies to meet shard count of \
-             [{n}] (have 1, needed {n}). Timeout: [{timeout}]"
-        )));
-    }
+    let unmet_copies = get("wait_for_active_shards")
+        .and_then(|wanted| wanted.parse::<u64>().ok())
+        .filter(|n| *n > 1)
+        .map(|n| {
+            let timeout = get("timeout").map_or("1m", String::as_str);
+            format!(
+                "Not enough active copies to meet shard count of [{n}] (have 1, needed {n}). Timeout: [{timeout}]"
+            )
+        });
     Ok(EsDeleteParams {
+        unmet_copies,
         limits: DeleteLimits {
             max_docs: max_docs.map(|n| n as u64),
             batch,
             slices: slices as usize,
         },
         requests_per_second,
+    })
+}
+
+/// The counts of a delete by query (or of one of its slices), as Elasticsearch reports them.
+fn by_query_status(part: &Deleted, requests_per_second: f64) -> Value {
+    json!({
+        "total": part.deleted,
+        "deleted": part.deleted,
+        "batches": part.batches,
+        "version_conflicts": 0,
+        "noops": 0,
+        "retries": {"bulk": 0, "search": 0},
+        "throttled_millis": 0,
+        "requests_per_second": requests_per_second,
+        "throttled_until_millis": 0,
     })
 }
 
@@ -793,6 +810,24 @@ pub async fn es_delete_by_query(
             "[action_request_validation_exception] query is missing".to_owned(),
         ))
     })?;
+    if let Some(reason) = &params.unmet_copies {
+        // Nothing is deleted; the answer says why, as Elasticsearch's does.
+        state
+            .engine
+            .dataset_defs(&principal, Some(&name))
+            .await
+            .map_err(failed)?;
+        let cause = json!({
+            "type": "unavailable_shards_exception",
+            "reason": format!("[{name}][0] {reason}"),
+        });
+        let mut answer = by_query_status(&Deleted::default(), params.requests_per_second);
+        answer["took"] = json!(started.elapsed().as_millis() as u64);
+        answer["timed_out"] = json!(false);
+        answer["failures"] =
+            json!([{"index": name, "shard": 0, "id": null, "cause": cause, "status": 503}]);
+        return Ok((axum::http::StatusCode::SERVICE_UNAVAILABLE, Json(answer)).into_response());
+    }
     let done = state
         .engine
         .delete_by_query(
@@ -804,19 +839,7 @@ pub async fn es_delete_by_query(
         )
         .await
         .map_err(failed)?;
-    let status = |part: &Deleted| {
-        json!({
-            "total": part.deleted,
-            "deleted": part.deleted,
-            "batches": part.batches,
-            "version_conflicts": 0,
-            "noops": 0,
-            "retries": {"bulk": 0, "search": 0},
-            "throttled_millis": 0,
-            "requests_per_second": params.requests_per_second,
-            "throttled_until_millis": 0,
-        })
-    };
+    let status = |part: &Deleted| by_query_status(part, params.requests_per_second);
     let mut answer = status(&done);
     answer["took"] = json!(started.elapsed().as_millis() as u64);
     answer["timed_out"] = json!(false);

@@ -121,6 +121,9 @@ impl Compiler<'_> {
             "wildcard" => self.field_query(kind, body, "value", |c, field, value, _| {
                 c.pattern(field, value, true)
             }),
+            "regexp" => self.field_query(kind, body, "value", |c, field, value, _| {
+                c.regexp(field, value)
+            }),
             "match" => self.field_query(kind, body, "query", |c, field, value, options| {
                 c.matching(field, value, options)
             }),
@@ -281,6 +284,26 @@ impl Compiler<'_> {
         Ok(constant(Box::new(query)))
     }
 
+    /// `regexp`: a regular expression that matches a whole keyword, or a whole word of the
+    /// text.
+    fn regexp(&self, field: &str, value: &Value) -> Compiled {
+        let Some(regex) = value.as_str() else {
+            return Err(parsing(format!(
+                "the regular expression of [{field}] must be a string, not {value}"
+            )));
+        };
+        check_regex_length(regex)?;
+        // Terms of a JSON field are its path (segments joined by \x01), \x00, the type, the value.
+        let path = regex_syntax_escape_str(&keyword_path(field).replace('.', "\u{1}"));
+        let pattern = format!("{path}\u{0}s(?:{regex})");
+        let invalid = |e: tantivy::TantivyError| {
+            parsing(format!("invalid regular expression [{regex}]: {e}"))
+        };
+        let keyword = RegexQuery::from_pattern(&pattern, self.schema.keyword).map_err(invalid)?;
+        let text = RegexQuery::from_pattern(&pattern, self.schema.text).map_err(invalid)?;
+        Ok(constant(any_of(vec![Box::new(keyword), Box::new(text)])))
+    }
+
     /// `match`: the query's terms, any (or all, with `operator: and`) of them.
     fn matching(&self, field: &str, value: &Value, options: &Map<String, Value>) -> Compiled {
         let text = scalar_text(field, value)?;
@@ -388,6 +411,8 @@ impl Compiler<'_> {
         let bound = |b: Bound<i64>| {
             b.map(|ms| {
                 let mut term = self.keyword_term(path);
+                // A bound past what an index holds is its end.
+                let ms = ms.clamp(super::dates::MIN_MILLIS, super::dates::MAX_MILLIS);
                 term.append_type_and_fast_value(DateTime::from_timestamp_millis(ms));
                 term
             })
@@ -443,10 +468,22 @@ impl Compiler<'_> {
             };
             alternatives.push(Box::new(RangeQuery::new(bound(lo), bound(hi))));
         }
-        // As dates (milliseconds, date strings, date math).
+        // As dates (in the query's `format`, or milliseconds, date strings, date math).
+        let format = match spec.get("format").and_then(Value::as_str) {
+            Some(text) => Some(
+                super::dates::DateFormat::parse(text)
+                    .map_err(|reason| parsing(format!("[range] [format]: {reason}")))?,
+            ),
+            None => None,
+        };
+        let formatted = |v: &Value| format.as_ref().and_then(|f| f.read(v));
         let now = self.now;
-        let lower_date = convert(&lower, |v| date_bound(v, now, false));
-        let upper_date = convert(&upper, |v| date_bound(v, now, rounding_up(&upper)));
+        let lower_date = convert(&lower, |v| {
+            formatted(v).or_else(|| date_bound(v, now, false))
+        });
+        let upper_date = convert(&upper, |v| {
+            formatted(v).or_else(|| date_bound(v, now, rounding_up(&upper)))
+        });
         if let (Some(lo), Some(hi)) = (lower_date, upper_date) {
             alternatives.push(self.date_range(path, lo, hi));
         }
@@ -646,6 +683,7 @@ impl Compiler<'_> {
             kind: "query_shard_exception",
             reason: format!("Failed to parse query [{text}]"),
         })?;
+        check_regexes(&ast)?;
         let ast = rewrite(ast, default_field.as_deref());
         let mut parser = QueryParser::new(
             self.schema.schema.clone(),
@@ -671,6 +709,35 @@ impl Compiler<'_> {
 /// Names the fields of a `query_string` as the document index has them: a word without a field
 /// searches every string (`all`), or `default_field`; `field:word` searches `field` as text;
 /// ranges, sets and `_exists_` read keywords and typed values.
+/// The longest regular expression a query may hold (Elasticsearch's `index.max_regex_length`):
+/// a longer one costs much to compile, for what is most likely a mistake.
+const MAX_REGEX_LENGTH: usize = 1000;
+
+fn check_regex_length(regex: &str) -> Result<(), DslError> {
+    let length = regex.chars().count();
+    if length > MAX_REGEX_LENGTH {
+        return Err(DslError {
+            kind: "illegal_argument_exception",
+            reason: format!(
+                "The length of regex [{length}] used in the Regexp Query request has exceeded the allowed maximum of [{MAX_REGEX_LENGTH}]. This maximum can be set by changing the [index.max_regex_length] index level setting."
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Checks the length of every regular expression of a query string.
+fn check_regexes(ast: &UserInputAst) -> Result<(), DslError> {
+    match ast {
+        UserInputAst::Clause(clauses) => clauses.iter().try_for_each(|(_, ast)| check_regexes(ast)),
+        UserInputAst::Boost(inner, _) => check_regexes(inner),
+        UserInputAst::Leaf(leaf) => match &**leaf {
+            UserInputLeaf::Regex { pattern, .. } => check_regex_length(pattern),
+            _ => Ok(()),
+        },
+    }
+}
+
 fn rewrite(ast: UserInputAst, default_field: Option<&str>) -> UserInputAst {
     let text_field = |field: Option<String>| match field.as_deref().or(default_field) {
         None => Some(ALL_FIELD.to_owned()),
