@@ -20,7 +20,7 @@
 use std::{collections::BTreeMap, path::Path, sync::Arc};
 
 use arrow::{
-    array::{Array, AsArray, RecordBatch},
+    array::{Array, ArrayRef, AsArray, RecordBatch},
     datatypes::{DataType, Float64Type, Int64Type, TimeUnit, TimestampMillisecondType},
 };
 use tantivy::{
@@ -54,6 +54,9 @@ pub struct DocsSchema {
     pub keyword: Field,
     pub all: Field,
 }
+
+/// Reads a column's value in a row as a document value.
+type ValueReader<'a> = Box<dyn Fn(usize) -> Option<OwnedValue> + 'a>;
 
 impl DocsSchema {
     pub fn new() -> DocsSchema {
@@ -92,25 +95,20 @@ impl DocsSchema {
         }
     }
 
-    /// One tantivy document per row of `batch` (rows in the table schema, `_row_id` first).
-    fn documents(&self, batch: &RecordBatch) -> Result<Vec<TantivyDocument>> {
+    /// One tantivy document per row of `batch` (rows in the table schema, `_row_id` first), made
+    /// as they are taken, so that indexing threads work while the next ones are made.
+    fn documents<'a>(
+        &'a self,
+        batch: &'a RecordBatch,
+    ) -> Result<impl Iterator<Item = TantivyDocument> + 'a> {
         let ids = row_ids(batch)?;
-        let mut documents: Vec<TantivyDocument> = (0..batch.num_rows())
-            .map(|row| {
-                let mut document = TantivyDocument::new();
-                document.add_u64(self.row_id, ids.value(row));
-                document
-            })
-            .collect();
-        let mut objects: Vec<BTreeMap<String, OwnedValue>> =
-            vec![BTreeMap::new(); batch.num_rows()];
-        let mut strings: Vec<Vec<String>> = vec![Vec::new(); batch.num_rows()];
         let schema = batch.schema();
+        let mut readers: Vec<(String, &'a ArrayRef, ValueReader<'a>)> = Vec::new();
         for (field, column) in schema.fields().iter().zip(batch.columns()) {
             if field.name() == ROW_ID {
                 continue;
             }
-            let value: Box<dyn Fn(usize) -> Option<OwnedValue>> = match column.data_type() {
+            let value: ValueReader<'a> = match column.data_type() {
                 DataType::Utf8 => {
                     let array = column.as_string::<i32>();
                     Box::new(move |row| Some(OwnedValue::Str(array.value(row).to_owned())))
@@ -151,26 +149,27 @@ impl DocsSchema {
                 // Lists, vectors, binaries: not searchable by the Query DSL (knn reads vectors).
                 _ => continue,
             };
-            for row in 0..batch.num_rows() {
+            readers.push((field.name().clone(), column, value));
+        }
+        Ok((0..batch.num_rows()).map(move |row| {
+            let mut document = TantivyDocument::new();
+            document.add_u64(self.row_id, ids.value(row));
+            let mut object: BTreeMap<String, OwnedValue> = BTreeMap::new();
+            for (name, column, value) in &readers {
                 if column.is_null(row) {
                     continue;
                 }
                 if let Some(value) = value(row) {
                     if let OwnedValue::Str(text) = &value {
-                        strings[row].push(text.clone());
+                        document.add_text(self.all, text);
                     }
-                    objects[row].insert(field.name().clone(), value);
+                    object.insert(name.clone(), value);
                 }
             }
-        }
-        for ((document, object), strings) in documents.iter_mut().zip(objects).zip(strings) {
             document.add_object(self.text, object.clone());
             document.add_object(self.keyword, object);
-            for text in strings {
-                document.add_text(self.all, text);
-            }
-        }
-        Ok(documents)
+            document
+        }))
     }
 
     /// Indexes `batch` into `index` with `threads` indexing threads (each with a 64 MiB
@@ -615,5 +614,66 @@ impl super::dsl::Vectors for super::TableSnapshot {
             .into_iter()
             .map(|hit| (hit.row_id, hit.score))
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::{
+        array::{Int64Array, StringArray, UInt64Array},
+        datatypes::{Field, Schema},
+    };
+    use serde_json::json;
+    use tantivy::collector::{Count, DocSetCollector};
+
+    use super::*;
+
+    #[test]
+    fn a_large_segment_is_indexed_whole_on_several_threads() {
+        let rows = 12_000_u64;
+        let schema = Schema::new(vec![
+            Field::new(ROW_ID, DataType::UInt64, false),
+            Field::new("n", DataType::Int64, true),
+            Field::new("s", DataType::Utf8, true),
+        ]);
+        let batch = RecordBatch::try_new(
+            Arc::new(schema),
+            vec![
+                Arc::new(UInt64Array::from_iter_values(100..100 + rows)),
+                Arc::new(Int64Array::from_iter_values((0..rows).map(|i| i as i64))),
+                Arc::new(StringArray::from_iter_values(
+                    (0..rows).map(|i| if i % 2 == 0 { "even" } else { "odd" }),
+                )),
+            ],
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let docs = DocsSchema::new();
+        docs.build_in_dir(dir.path(), &batch).unwrap();
+        let index = DocsIndex::open(dir.path()).unwrap();
+        let all = index
+            .searcher
+            .search(&tantivy::query::AllQuery, &Count)
+            .unwrap();
+        assert_eq!(all as u64, rows);
+        // Every even row, by its own row id, whichever thread indexed it.
+        let even = super::super::dsl::compile(&docs, &json!({"term": {"s": "even"}}), 0).unwrap();
+        let found = index
+            .searcher
+            .search(even.as_ref(), &DocSetCollector)
+            .unwrap();
+        let mut ids: Vec<u64> = found
+            .iter()
+            .map(|address| {
+                index.row_ids[address.segment_ord as usize]
+                    .first(address.doc_id)
+                    .unwrap()
+            })
+            .collect();
+        ids.sort_unstable();
+        let expected: Vec<u64> = (100..100 + rows).step_by(2).collect();
+        assert_eq!(ids, expected);
     }
 }

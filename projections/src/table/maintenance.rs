@@ -10,6 +10,7 @@ use futures::TryStreamExt;
 use object_store::{ObjectStoreExt, path::Path};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use roaring::RoaringTreemap;
+use thread_priority::{ThreadPriority, ThreadPriorityValue, set_current_thread_priority};
 
 use super::{
     Flushing, MemBatch, Shared, State,
@@ -291,9 +292,39 @@ async fn install_file(
     })
 }
 
+/// Runs `work` on a thread of its own at a lower CPU priority (nice about 10, which the threads
+/// it starts inherit, tantivy's indexing threads among them): segment flushes and merges yield
+/// the cores to requests and queries, as a database's background compaction does, and still
+/// get a share when the machine is busy. Where the priority cannot be set, it runs as it is.
+fn low_priority<T: Send>(work: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+    std::thread::scope(|scope| {
+        let thread = std::thread::Builder::new()
+            .name("strata-segment".to_owned())
+            .spawn_scoped(scope, || {
+                if let Ok(low) = ThreadPriorityValue::try_from(24u8) {
+                    // Only a hint: the work is the same either way.
+                    let _ = set_current_thread_priority(ThreadPriority::Crossplatform(low));
+                }
+                work()
+            })
+            .map_err(|e| Error::Arrow(format!("cannot start a segment thread: {e}")))?;
+        thread
+            .join()
+            .map_err(|_| Error::Arrow("a segment thread panicked".to_owned()))?
+    })
+}
+
 /// Concatenates `live`, sorts by `_row_id`, encodes Parquet and builds the indexes of segment
-/// `seq` when the table has some. `None` for no rows.
+/// `seq` when the table has some, at a low priority. `None` for no rows.
 fn sorted_parquet(
+    schema: &arrow_schema::SchemaRef,
+    live: &[RecordBatch],
+    index: Option<(&IndexSpec, u64)>,
+) -> Result<Option<Encoded>> {
+    low_priority(|| encode_segment(schema, live, index))
+}
+
+fn encode_segment(
     schema: &arrow_schema::SchemaRef,
     live: &[RecordBatch],
     index: Option<(&IndexSpec, u64)>,
@@ -312,12 +343,20 @@ fn sorted_parquet(
     let sorted = compute::take_record_batch(&all, &order).map_err(arrow_error)?;
     let ids: RoaringTreemap = row_ids(&sorted)?.values().iter().copied().collect();
     let rows = sorted.num_rows() as u64;
-    let index = match index {
-        Some((spec, seq)) => Some(spec.build(seq, &sorted)?),
-        None => None,
-    };
+    // The Parquet file is encoded on a thread of its own while the indexes are built.
+    let (bytes, index) = std::thread::scope(|scope| {
+        let parquet = scope.spawn(|| segment::encode_parquet(std::slice::from_ref(&sorted)));
+        let index = match index {
+            Some((spec, seq)) => spec.build(seq, &sorted).map(Some),
+            None => Ok(None),
+        };
+        let bytes = parquet
+            .join()
+            .map_err(|_| Error::Arrow("the Parquet encoding thread panicked".to_owned()))?;
+        Ok::<_, Error>((bytes?, index?))
+    })?;
     Ok(Some(Encoded {
-        bytes: segment::encode_parquet(&[sorted])?,
+        bytes,
         ids,
         rows,
         index,
