@@ -1228,6 +1228,26 @@ async fn requested_fields_date_keys_and_range_keys() {
         sizes,
         [(&json!("*-300.0"), &json!(6)), (&json!("big"), &json!(6))]
     );
+
+    // Partitions of the terms: each term in exactly one, every record counted once.
+    let mut keys = Vec::new();
+    let mut records = 0;
+    for partition in 0..3 {
+        let body = json!({"size": 0, "aggs": {"m": {"terms": {
+            "field": "method", "include": {"partition": partition, "num_partitions": 3},
+        }}}});
+        let answer = client.send("POST", "/logs/_search", Some(&body)).await;
+        for bucket in answer.body["aggregations"]["m"]["buckets"]
+            .as_array()
+            .unwrap()
+        {
+            keys.push(bucket["key"].as_str().unwrap().to_owned());
+            records += bucket["doc_count"].as_u64().unwrap();
+        }
+    }
+    keys.sort();
+    assert_eq!(keys, ["DELETE", "GET", "POST", "PUT"]);
+    assert_eq!(records, 12);
 }
 
 #[tokio::test]

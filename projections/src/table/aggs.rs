@@ -37,6 +37,9 @@ const ORDER_MARKER: &str = "strata_order";
 /// The date format an aggregation of dates prints its keys in (the request's `format`, or the
 /// field's declared one).
 const FORMAT_MARKER: &str = "strata_format";
+/// Keeps a terms aggregation's `include: {partition, num_partitions}` and its `size`: tantivy
+/// lists the terms, and [`finish`] keeps those of the partition.
+const PARTITION_MARKER: &str = "strata_partition";
 /// Marks a terms aggregation of a date field, whose keys [`finish`] turns to milliseconds.
 const DATES_MARKER: &str = "strata_dates";
 /// Marks a terms aggregation of booleans (`value_type: boolean`): keys 1 and 0 read `true`
@@ -117,6 +120,7 @@ fn without_markers(mut value: Value) -> Value {
         object.remove(DATES_MARKER);
         object.remove(BOOLEANS_MARKER);
         object.remove(FORMAT_MARKER);
+        object.remove(PARTITION_MARKER);
         for inner in object.values_mut() {
             *inner = without_markers(std::mem::take(inner));
         }
@@ -150,6 +154,112 @@ fn whole(value: &Value) -> Value {
         Some(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => json!(f as i64),
         _ => value.clone(),
     }
+}
+
+/// A terms aggregation's `include: {"partition": p, "num_partitions": n}`, Elasticsearch's way
+/// of paging through many terms: the aggregation lists the terms (up to [`BUCKET_LIMIT`] of
+/// them, by count), and [`finish`] keeps the `size` of them that fall in partition `p`.
+fn partitioned(name: &str, body: &mut Map<String, Value>) -> Result<(), DslError> {
+    let Some(Value::Object(include)) = body.get("include") else {
+        return Ok(());
+    };
+    if !include.contains_key("partition") && !include.contains_key("num_partitions") {
+        return Ok(());
+    }
+    let number = |key: &str| include.get(key).and_then(Value::as_u64);
+    let (Some(partition), Some(partitions)) = (number("partition"), number("num_partitions"))
+    else {
+        return Err(invalid(format!(
+            "[include] of [{name}] needs [partition] and [num_partitions], non-negative integers"
+        )));
+    };
+    if partitions == 0 || partition >= partitions {
+        return Err(invalid(format!(
+            "[partition] of [{name}] must be below [num_partitions] ({partition} of {partitions})"
+        )));
+    }
+    let size = body.get("size").and_then(Value::as_u64).unwrap_or(10);
+    body.remove("include");
+    body.insert("size".into(), json!(BUCKET_LIMIT));
+    body.insert(
+        PARTITION_MARKER.into(),
+        json!({"partition": partition, "of": partitions, "size": size}),
+    );
+    Ok(())
+}
+
+/// Keeps the buckets of a terms aggregation's partition (see [`partitioned`]), at most `size`.
+fn keep_partition(partition: &Value, result: &mut Value) {
+    let number = |key: &str| partition[key].as_u64().unwrap_or(0);
+    let (wanted, of, size) = (number("partition"), number("of").max(1), number("size"));
+    let Some(Value::Array(list)) = result.get_mut("buckets") else {
+        return;
+    };
+    list.retain(|bucket| partition_of(&bucket["key"], of) == Some(wanted));
+    let rest: u64 = list
+        .iter()
+        .skip(size as usize)
+        .map(|b| b["doc_count"].as_u64().unwrap_or(0))
+        .sum();
+    list.truncate(size as usize);
+    result["sum_other_doc_count"] = json!(rest);
+}
+
+/// The partition of a term as Elasticsearch computes it, so that a term falls in the same one
+/// on both: a string by murmur3 (x86, 32 bits, seed 31) of its UTF-8 bytes, an integer by
+/// HPPC's `BitMixer.mix64`, a double by that of its sortable bits; then the floor modulo.
+fn partition_of(key: &Value, partitions: u64) -> Option<u64> {
+    let partitions = i64::try_from(partitions).ok()?;
+    let hash = match key {
+        Value::String(text) => i64::from(murmur3_x86_32(text.as_bytes(), 31)),
+        Value::Number(n) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => mix64(i),
+            (None, Some(f)) => {
+                let bits = f.to_bits() as i64;
+                mix64(bits ^ ((bits >> 63) & i64::MAX))
+            }
+            _ => return None,
+        },
+        _ => return None,
+    };
+    u64::try_from(hash.rem_euclid(partitions)).ok()
+}
+
+/// MurmurHash3, x86, 32 bits (Lucene's `StringHelper.murmurhash3_x86_32`).
+fn murmur3_x86_32(data: &[u8], seed: u32) -> i32 {
+    const C1: u32 = 0xcc9e_2d51;
+    const C2: u32 = 0x1b87_3593;
+    let mix = |k: u32| k.wrapping_mul(C1).rotate_left(15).wrapping_mul(C2);
+    let mut h = seed;
+    let mut blocks = data.chunks_exact(4);
+    for block in &mut blocks {
+        let k = u32::from_le_bytes([block[0], block[1], block[2], block[3]]);
+        h ^= mix(k);
+        h = h.rotate_left(13).wrapping_mul(5).wrapping_add(0xe654_6b64);
+    }
+    let tail = blocks.remainder();
+    if !tail.is_empty() {
+        let mut k = 0u32;
+        for (i, byte) in tail.iter().enumerate() {
+            k ^= u32::from(*byte) << (8 * i);
+        }
+        h ^= mix(k);
+    }
+    h ^= data.len() as u32;
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^= h >> 16;
+    h as i32
+}
+
+/// HPPC's `BitMixer.mix64`.
+fn mix64(value: i64) -> i64 {
+    let mut k = value as u64;
+    k = (k ^ (k >> 32)).wrapping_mul(0x4cd6_944c_5cc2_0b6d);
+    k = (k ^ (k >> 29)).wrapping_mul(0xfc12_c5b1_9d32_59e9);
+    (k ^ (k >> 32)) as i64
 }
 
 /// A double as Java prints it (`Double.toString`), as Elasticsearch's range keys show it:
@@ -186,6 +296,9 @@ fn finish(translated: &Value, result: &mut Value) {
             continue;
         };
         let sub = request.get("aggs");
+        if let Some(partition) = request.pointer(&format!("/terms/{PARTITION_MARKER}")) {
+            keep_partition(partition, result);
+        }
         if let Some(meta) = request.get(META_MARKER) {
             result["meta"] = meta.clone();
         }
@@ -609,6 +722,7 @@ fn translate_one(
             }
         }
         "terms" => {
+            partitioned(name, &mut body)?;
             if is_date {
                 body.insert(DATES_MARKER.into(), json!(true));
                 // Dates to include or exclude, as tantivy prints a date key.
@@ -840,6 +954,23 @@ mod tests {
                 ms("2026-01-01T00:00:00Z")
             ]
         );
+    }
+
+    #[test]
+    fn terms_fall_in_the_partitions_elasticsearch_gives_them() {
+        // The partitions Elasticsearch's own tests expect (search.aggregation/20_terms.yml).
+        assert_eq!(partition_of(&json!("abc"), 2), Some(1));
+        assert_eq!(partition_of(&json!("bcd"), 2), Some(0));
+        assert_eq!(partition_of(&json!(1234), 2), Some(1));
+        assert_eq!(partition_of(&json!(5678), 2), Some(0));
+        // Lucene's murmur3 of known inputs.
+        assert_eq!(murmur3_x86_32(b"", 0), 0);
+        assert_eq!(murmur3_x86_32(b"hello", 0), 613_153_351);
+        let mut body = json!({"field": "f", "include": {"partition": 2, "num_partitions": 2}});
+        let Value::Object(body) = &mut body else {
+            unreachable!()
+        };
+        assert!(partitioned("a", body).is_err());
     }
 
     #[test]
