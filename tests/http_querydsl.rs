@@ -1248,6 +1248,20 @@ async fn requested_fields_date_keys_and_range_keys() {
     keys.sort();
     assert_eq!(keys, ["DELETE", "GET", "POST", "PUT"]);
     assert_eq!(records, 12);
+
+    // Numbers printed in a decimal pattern.
+    let body = json!({"size": 0, "aggs": {
+        "h": {"histogram": {"field": "status", "interval": 100, "format": "Status ##0.0"}},
+        "mean": {"avg": {"field": "bytes", "format": "#,##0.00"}},
+    }});
+    let answer = client.send("POST", "/logs/_search", Some(&body)).await;
+    let aggs = &answer.body["aggregations"];
+    assert_eq!(
+        aggs["h"]["buckets"][0]["key_as_string"], "Status 200.0",
+        "{aggs}"
+    );
+    // (5120 + 20480 + 310 + 120 + 0 + 230 + 9000 + 150 + 0 + 7000 + 800 + 200) / 12
+    assert_eq!(aggs["mean"]["value_as_string"], "3,617.50", "{aggs}");
 }
 
 #[tokio::test]

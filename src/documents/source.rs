@@ -9,6 +9,8 @@ use arrow::{
 };
 use serde_json::{Map, Value};
 
+use strata_projections::table::decimal::DecimalFormat;
+
 use super::{ID_FIELD, columns::Formats};
 use crate::{error::Error, keys::pattern_matches};
 
@@ -234,7 +236,9 @@ impl FieldRequest {
     pub fn check(&self) -> Result<(), Error> {
         match self.format.as_deref() {
             None => Ok(()),
-            Some(format) if decimals(format).is_some() || format == "epoch_millis" => Ok(()),
+            Some(format) if DecimalFormat::parse(format).is_some() || format == "epoch_millis" => {
+                Ok(())
+            }
             Some(format) => Err(Error::BadRequest(format!(
                 "[illegal_argument_exception] format [{format}] of [{}] is not served: a decimal pattern such as #.00, or epoch_millis",
                 self.name
@@ -264,8 +268,8 @@ impl FieldRequest {
                     Some(ms) => Value::String(format!("{}", ms as i64)),
                     None => value,
                 },
-                Some(pattern) => match (decimals(pattern), value.as_f64()) {
-                    (Some(places), Some(f)) => Value::String(format!("{f:.places$}")),
+                Some(pattern) => match (DecimalFormat::parse(pattern), value.as_f64()) {
+                    (Some(decimal), Some(f)) => Value::String(decimal.format(f)),
                     _ => value,
                 },
                 None => value,
@@ -273,14 +277,6 @@ impl FieldRequest {
         };
         Some(values.into_iter().map(format).collect())
     }
-}
-
-/// The decimal places of a Java decimal pattern of `#` and `0` (`#.0` is 1, `0.00` 2, `#` 0).
-fn decimals(pattern: &str) -> Option<usize> {
-    let (whole, fraction) = pattern.split_once('.').unwrap_or((pattern, ""));
-    let digits = |part: &str| part.chars().all(|c| c == '#' || c == '0' || c == ',');
-    (!whole.is_empty() && digits(whole) && fraction.chars().all(|c| c == '0' || c == '#'))
-        .then_some(fraction.len())
 }
 
 #[cfg(test)]
@@ -320,8 +316,6 @@ mod tests {
             .check()
             .is_err()
         );
-        assert_eq!(decimals("#.0"), Some(1));
-        assert_eq!(decimals("0"), Some(0));
     }
 
     fn batch() -> RecordBatch {

@@ -21,6 +21,7 @@ use tantivy::{
 use super::{
     TableSnapshot,
     dates::DateFormat,
+    decimal::DecimalFormat,
     docs::{DocsIndex, KEYWORD_FIELD, ROW_ID_FIELD},
     dsl::{DslError, date_math},
     text::index_error,
@@ -37,6 +38,8 @@ const ORDER_MARKER: &str = "strata_order";
 /// The date format an aggregation of dates prints its keys in (the request's `format`, or the
 /// field's declared one).
 const FORMAT_MARKER: &str = "strata_format";
+/// The decimal pattern an aggregation of numbers prints its keys or value in.
+const NUMBER_FORMAT_MARKER: &str = "strata_number_format";
 /// Keeps a terms aggregation's `include: {partition, num_partitions}` and its `size`: tantivy
 /// lists the terms, and [`finish`] keeps those of the partition.
 const PARTITION_MARKER: &str = "strata_partition";
@@ -121,6 +124,7 @@ fn without_markers(mut value: Value) -> Value {
         object.remove(BOOLEANS_MARKER);
         object.remove(FORMAT_MARKER);
         object.remove(PARTITION_MARKER);
+        object.remove(NUMBER_FORMAT_MARKER);
         for inner in object.values_mut() {
             *inner = without_markers(std::mem::take(inner));
         }
@@ -296,6 +300,15 @@ fn finish(translated: &Value, result: &mut Value) {
             continue;
         };
         let sub = request.get("aggs");
+        // The aggregation's own body (under its type), with its markers.
+        let own = request
+            .as_object()
+            .and_then(|r| r.iter().find(|(k, _)| NATIVE.contains(&k.as_str())))
+            .map(|(_, body)| body);
+        let decimal = own
+            .and_then(|body| body.get(NUMBER_FORMAT_MARKER))
+            .and_then(Value::as_str)
+            .and_then(DecimalFormat::parse);
         if let Some(partition) = request.pointer(&format!("/terms/{PARTITION_MARKER}")) {
             keep_partition(partition, result);
         }
@@ -366,6 +379,10 @@ fn finish(translated: &Value, result: &mut Value) {
                 }
                 finish_sub(sub, bucket);
             }
+        } else if let (Some(decimal), Some(value)) =
+            (&decimal, result.get("value").and_then(Value::as_f64))
+        {
+            result["value_as_string"] = json!(decimal.format(value));
         } else if request.get("cardinality").is_some() || request.get("value_count").is_some() {
             if let Some(value) = result.get("value").cloned() {
                 result["value"] = whole(&value);
@@ -394,6 +411,8 @@ fn finish(translated: &Value, result: &mut Value) {
                     bucket["key"] = whole(&key);
                     if booleans && let Some(n) = key.as_f64() {
                         bucket["key_as_string"] = json!((n != 0.0).to_string());
+                    } else if let (Some(decimal), Some(n)) = (&decimal, key.as_f64()) {
+                        bucket["key_as_string"] = json!(decimal.format(n));
                     }
                 }
                 finish_sub(sub, bucket);
@@ -655,6 +674,15 @@ fn translate_one(
         DateFormat::parse(text)
             .map_err(|reason| invalid(format!("[format] of [{name}]: {reason}")))?;
         body.insert(FORMAT_MARKER.into(), json!(text));
+    }
+    // Numbers print in a decimal pattern (`key_as_string`, `value_as_string`).
+    if let (false, Some(text)) = (is_date, requested.as_ref().and_then(Value::as_str)) {
+        DecimalFormat::parse(text).ok_or_else(|| {
+            invalid(format!(
+                "[format] of [{name}]: [{text}] is not a decimal pattern (such as 0.00)"
+            ))
+        })?;
+        body.insert(NUMBER_FORMAT_MARKER.into(), json!(text));
     }
     body.insert("field".into(), json!(format!("{KEYWORD_FIELD}.{field}")));
     match kind {

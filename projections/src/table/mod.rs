@@ -19,6 +19,7 @@
 
 pub mod aggs;
 pub mod dates;
+pub mod decimal;
 pub mod digest;
 pub mod docs;
 pub mod dsl;
