@@ -1198,6 +1198,8 @@ async fn requested_fields_date_keys_and_range_keys() {
         "size": 0,
         "aggs": {
             "latest": {"terms": {"field": "@timestamp", "size": 1, "order": {"_term": "desc"}}},
+            "older": {"terms": {"field": "@timestamp", "size": 20, "exclude": [newest]}},
+            "newest": {"terms": {"field": "@timestamp", "include": [newest]}},
             "halves": {"date_range": {"field": "@timestamp", "ranges": [{"to": "now-6h"}, {"from": "now-6h"}]}},
             "sizes": {"range": {"field": "bytes", "ranges": [{"to": 300}, {"from": 300, "key": "big"}]}},
         },
@@ -1211,6 +1213,18 @@ async fn requested_fields_date_keys_and_range_keys() {
         .unwrap()
         .timestamp_millis();
     assert_eq!(latest["key"], json!(millis));
+    // Dates to include or exclude.
+    assert_eq!(
+        aggs["older"]["buckets"].as_array().unwrap().len(),
+        11,
+        "{aggs}"
+    );
+    assert_eq!(aggs["newest"]["buckets"][0]["key"], json!(millis), "{aggs}");
+    assert_eq!(
+        aggs["newest"]["buckets"].as_array().unwrap().len(),
+        1,
+        "{aggs}"
+    );
     let halves = aggs["halves"]["buckets"].as_array().unwrap();
     let counts: Vec<&Value> = halves.iter().map(|b| &b["doc_count"]).collect();
     assert_eq!(counts, [&json!(6), &json!(6)], "{aggs}");

@@ -23,16 +23,31 @@ def cause(reason):
         found = re.search(pattern, reason)
         if found:
             return text.format(found.group(1))
-    if re.search(r"expected an error matching|expected (400|404|409|503)|expected an error status", reason):
-        return ("a validation Elasticsearch makes is not made, or is worded otherwise (slices, max_docs, "
-                "requests_per_second, scroll_size, conflicts, negative from, script_fields, "
-                "docvalue_fields, regex length, rescore window, ...)")
-    if "unsupported catch" in reason:
-        return "the runner does not implement `catch: param` (a client-side check)"
     if "update" in reason:
         return "the bulk `update` action is refused (records are replaced whole with index)"
+    if "_ignored" in reason or "failed to parse field [my_date]" in reason:
+        return "`ignore_malformed` and the `_ignored` field are not served"
+    if "conflict" in reason:
+        return "records have no versions: a delete by query meets no version conflicts"
+    if re.search(r"expected an error matching|expected (400|404|409|503)|expected an error status", reason):
+        return ("a check Elasticsearch makes is not made, or is worded otherwise (index settings such "
+                "as max_docvalue_fields_search, regex include on an IP field, `_version` in a bulk "
+                "action, ...)")
+    if "unsupported catch" in reason:
+        return "the runner does not implement `catch: param` (a client-side check)"
     if re.search(r"task|slices|batches", reason):
-        return "delete by query runs at once, in one batch: no tasks or slices"
+        return ("a delete by query runs to completion in its request: no tasks "
+                "(`wait_for_completion=false`), and `slices=auto` is one slice (one partition)")
+    if "stack_trace" in reason:
+        return "`error_trace` stack traces are Java's: none are given"
+    if re.search(r'got "\[', reason):
+        return "an array of values is kept as its JSON text: multi-valued fields are not served yet"
+    if re.search(r"nanos|\d{19}|\.\d{6}\b", reason):
+        return "dates keep milliseconds: `date_nanos` values lose their nanoseconds"
+    if "items." in reason and "created" in reason:
+        return "index aliases are not served (`aliases` in a create, `require_alias` targets)"
+    if "outside the dates an index holds" in reason:
+        return "dates past 2262 are refused (a document index keeps nanoseconds in 64 bits)"
     if "matched_queries" in reason:
         return "`_name` is accepted, but matched_queries are not reported"
     if ".meta." in reason:

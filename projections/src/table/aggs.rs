@@ -200,6 +200,15 @@ fn keep_partition(partition: &Value, result: &mut Value) {
         return;
     };
     list.retain(|bucket| partition_of(&bucket["key"], of) == Some(wanted));
+    keep_first(result, size);
+}
+
+/// Keeps a terms aggregation's first `size` buckets (of those kept after tantivy listed them
+/// all), counting the records of the rest in `sum_other_doc_count`.
+fn keep_first(result: &mut Value, size: u64) {
+    let Some(Value::Array(list)) = result.get_mut("buckets") else {
+        return;
+    };
     let rest: u64 = list
         .iter()
         .skip(size as usize)
@@ -388,8 +397,33 @@ fn finish(translated: &Value, result: &mut Value) {
                 result["value"] = whole(&value);
             }
         } else if let Some(terms) = request.get("terms")
-            && terms.get(DATES_MARKER).is_some()
+            && let Some(dates) = terms.get(DATES_MARKER)
         {
+            let listed = |key: &str| -> Option<Vec<i64>> {
+                dates[key]
+                    .as_array()
+                    .map(|list| list.iter().filter_map(Value::as_i64).collect())
+            };
+            let (include, exclude) = (listed("include"), listed("exclude"));
+            let millis = |bucket: &Value| match bucket.get("key") {
+                Some(Value::String(text)) => super::dsl::parse_date_millis(text),
+                Some(Value::Number(n)) => n.as_f64().map(|f| f as i64),
+                _ => None,
+            };
+            if let Some(Value::Array(list)) = result.get_mut("buckets") {
+                list.retain(|bucket| {
+                    let ms = millis(bucket);
+                    include
+                        .as_ref()
+                        .is_none_or(|keep| ms.is_some_and(|m| keep.contains(&m)))
+                        && exclude
+                            .as_ref()
+                            .is_none_or(|drop| !ms.is_some_and(|m| drop.contains(&m)))
+                });
+            }
+            if let Some(size) = dates["size"].as_u64() {
+                keep_first(result, size);
+            }
             for bucket in buckets(result) {
                 let ms = match bucket.get("key") {
                     Some(Value::String(text)) => super::dsl::parse_date_millis(text),
@@ -752,23 +786,33 @@ fn translate_one(
         "terms" => {
             partitioned(name, &mut body)?;
             if is_date {
-                body.insert(DATES_MARKER.into(), json!(true));
-                // Dates to include or exclude, as tantivy prints a date key.
+                // tantivy filters string terms only: dates to include or exclude (a list) are
+                // kept as milliseconds for [`finish`], which drops the other buckets.
+                let mut marker = json!({});
                 for key in ["include", "exclude"] {
-                    if let Some(Value::Array(values)) = body.get_mut(key) {
-                        for value in values.iter_mut() {
-                            let ms = match &*value {
+                    if let Some(Value::Array(values)) = body.get(key) {
+                        let ms: Option<Vec<i64>> = values
+                            .iter()
+                            .map(|value| match value {
                                 Value::String(text) => super::dsl::parse_date_millis(text),
                                 Value::Number(n) => n.as_i64(),
                                 _ => None,
-                            };
-                            if let Some(at) = ms.and_then(chrono::DateTime::from_timestamp_millis) {
-                                *value =
-                                    json!(at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true));
-                            }
-                        }
+                            })
+                            .collect();
+                        let ms = ms.ok_or_else(|| {
+                            invalid(format!("[{key}] of [{name}] must list dates"))
+                        })?;
+                        marker[key] = json!(ms);
+                        body.remove(key);
                     }
                 }
+                // Every term comes back to be filtered; `size` applies after.
+                if marker.as_object().is_some_and(|m| !m.is_empty()) {
+                    let size = body.get("size").and_then(Value::as_u64).unwrap_or(10);
+                    marker["size"] = json!(size);
+                    body.insert("size".into(), json!(BUCKET_LIMIT));
+                }
+                body.insert(DATES_MARKER.into(), marker);
             }
             // `_term` is the old name of `_key`.
             if let Some(Value::Object(order)) = body.get_mut("order")
