@@ -368,10 +368,7 @@ impl Compiler<'_> {
         if clauses.is_empty() {
             return Ok(Box::new(EmptyQuery));
         }
-        let and = options
-            .get("operator")
-            .and_then(Value::as_str)
-            .is_some_and(|o| o.eq_ignore_ascii_case("and"));
+        let and = is_and(options.get("operator"));
         let occur = if and { Occur::Must } else { Occur::Should };
         let count = clauses.len();
         let mut query = BooleanQuery::new(clauses.into_iter().map(|q| (occur, q)).collect());
@@ -603,18 +600,7 @@ impl Compiler<'_> {
         };
         if fields.is_empty() || fields.iter().any(|f| f == "*") {
             let text = scalar_text("*", query)?;
-            let mut parser = QueryParser::new(
-                self.schema.schema.clone(),
-                vec![self.schema.all],
-                TokenizerManager::default(),
-            );
-            if options
-                .get("operator")
-                .and_then(Value::as_str)
-                .is_some_and(|o| o.eq_ignore_ascii_case("and"))
-            {
-                parser.set_conjunction_by_default();
-            }
+            let parser = self.all_strings_parser(is_and(options.get("operator")));
             let terms = analyze(&text).join(" ");
             return parser
                 .parse_query(&terms)
@@ -669,6 +655,20 @@ impl Compiler<'_> {
         })
     }
 
+    /// A query parser whose words without a field search every string of the record, all of
+    /// them required with `and`.
+    fn all_strings_parser(&self, and: bool) -> QueryParser {
+        let mut parser = QueryParser::new(
+            self.schema.schema.clone(),
+            vec![self.schema.all],
+            TokenizerManager::default(),
+        );
+        if and {
+            parser.set_conjunction_by_default();
+        }
+        parser
+    }
+
     fn query_string(&self, body: &Value) -> Compiled {
         let text = body
             .get("query")
@@ -685,19 +685,7 @@ impl Compiler<'_> {
         })?;
         check_regexes(&ast)?;
         let ast = rewrite(ast, default_field.as_deref());
-        let mut parser = QueryParser::new(
-            self.schema.schema.clone(),
-            vec![self.schema.all],
-            TokenizerManager::default(),
-        );
-        if body
-            .get("default_operator")
-            .and_then(Value::as_str)
-            .is_some_and(|o| o.eq_ignore_ascii_case("and"))
-        {
-            parser.set_conjunction_by_default();
-        }
-        parser
+        self.all_strings_parser(is_and(body.get("default_operator")))
             .build_query_from_user_input_ast(ast)
             .map_err(|e| DslError {
                 kind: "query_shard_exception",
@@ -706,9 +694,6 @@ impl Compiler<'_> {
     }
 }
 
-/// Names the fields of a `query_string` as the document index has them: a word without a field
-/// searches every string (`all`), or `default_field`; `field:word` searches `field` as text;
-/// ranges, sets and `_exists_` read keywords and typed values.
 /// The longest regular expression a query may hold (Elasticsearch's `index.max_regex_length`):
 /// a longer one costs much to compile, for what is most likely a mistake.
 const MAX_REGEX_LENGTH: usize = 1000;
@@ -738,6 +723,9 @@ fn check_regexes(ast: &UserInputAst) -> Result<(), DslError> {
     }
 }
 
+/// Names the fields of a `query_string` as the document index has them: a word without a field
+/// searches every string (`all`), or `default_field`; `field:word` searches `field` as text;
+/// ranges, sets and `_exists_` read keywords and typed values.
 fn rewrite(ast: UserInputAst, default_field: Option<&str>) -> UserInputAst {
     let text_field = |field: Option<String>| match field.as_deref().or(default_field) {
         None => Some(ALL_FIELD.to_owned()),
@@ -789,6 +777,13 @@ fn rewrite(ast: UserInputAst, default_field: Option<&str>) -> UserInputAst {
 }
 
 /// The tokens of a query text, as the `text` field's analyzer makes them.
+/// Whether an `operator` (or `default_operator`) is `and`, in any case.
+fn is_and(operator: Option<&Value>) -> bool {
+    operator
+        .and_then(Value::as_str)
+        .is_some_and(|o| o.eq_ignore_ascii_case("and"))
+}
+
 fn analyze(text: &str) -> Vec<String> {
     super::text::tokens(&mut super::text::analyzer(), text)
 }

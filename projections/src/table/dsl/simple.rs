@@ -13,7 +13,7 @@ use tantivy::{
     schema::IndexRecordOption,
 };
 
-use super::{Compiled, Compiler, analyze, keyword_path, minimum_should_match, parsing};
+use super::{Compiled, Compiler, analyze, is_and, keyword_path, minimum_should_match, parsing};
 
 /// One clause of the text: what it asks for, and how it must occur.
 #[derive(Debug, PartialEq)]
@@ -98,10 +98,7 @@ impl Compiler<'_> {
             }
         };
         let fields: Vec<(String, f32)> = fields.into_iter().filter(|(f, _)| f != "*").collect();
-        let and = body
-            .get("default_operator")
-            .and_then(Value::as_str)
-            .is_some_and(|o| o.eq_ignore_ascii_case("and"));
+        let and = is_and(body.get("default_operator"));
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for (sign, part) in parse(text) {
             let Some(query) = self.part(&part, &fields)? else {
