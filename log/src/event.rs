@@ -47,6 +47,7 @@ impl Envelope {
             Some(Body::TableCreated(_)) => "table_created",
             Some(Body::TableDropped(_)) => "table_dropped",
             Some(Body::TableColumnsChanged(_)) => "table_columns_changed",
+            Some(Body::AliasesChanged(_)) => "aliases_changed",
             Some(Body::RowsAppended(_)) => "rows_appended",
             Some(Body::RowsDeleted(_)) => "rows_deleted",
             Some(Body::RowsUpdated(_)) => "rows_updated",

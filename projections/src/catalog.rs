@@ -140,10 +140,103 @@ impl TableDef {
     }
 }
 
-/// The tables of one database, as of some offset of its catalog partition.
+/// One dataset an alias names (see `DatasetAlias` in events.proto).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AliasTarget {
+    /// The dataset's incarnation.
+    pub table_id: String,
+    /// A Query DSL query (JSON text) that searches through the alias add to theirs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_write_index: Option<bool>,
+}
+
+impl AliasTarget {
+    fn of(alias: &strata_log::event::DatasetAlias) -> AliasTarget {
+        AliasTarget {
+            table_id: alias.table_id.clone(),
+            filter: (!alias.filter.is_empty()).then(|| alias.filter.clone()),
+            is_write_index: alias.is_write_index,
+        }
+    }
+}
+
+/// Where writes to a name reach (see [`CatalogState::write_index`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteIndex<'a> {
+    /// The name is not an alias.
+    NotAnAlias,
+    /// The alias's write index.
+    Dataset(&'a str),
+    /// The alias has none.
+    None,
+}
+
+/// An alias: the datasets it names, by name.
+pub type AliasDef = BTreeMap<String, AliasTarget>;
+
+/// The tables of one database, as of some offset of its catalog partition, and the aliases of
+/// its datasets.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CatalogState {
     pub tables: BTreeMap<String, Arc<TableDef>>,
+    pub aliases: BTreeMap<String, AliasDef>,
+}
+
+impl CatalogState {
+    /// The dataset writes to `name` reach when it is an alias: its one dataset unless that says
+    /// `is_write_index: false`, or else the one that says `is_write_index: true`.
+    pub fn write_index(&self, name: &str) -> WriteIndex<'_> {
+        let Some(targets) = self.aliases.get(name) else {
+            return WriteIndex::NotAnAlias;
+        };
+        let chosen = match targets.iter().collect::<Vec<_>>().as_slice() {
+            [(dataset, target)] => (target.is_write_index != Some(false)).then_some(*dataset),
+            _ => targets
+                .iter()
+                .find(|(_, t)| t.is_write_index == Some(true))
+                .map(|(dataset, _)| dataset),
+        };
+        match chosen {
+            Some(dataset) => WriteIndex::Dataset(dataset),
+            None => WriteIndex::None,
+        }
+    }
+
+    /// Adds (or replaces) `alias`'s target `dataset`; returns the stored alias.
+    fn add_alias(&mut self, alias: &strata_log::event::DatasetAlias) -> &AliasDef {
+        let def = self.aliases.entry(alias.alias.clone()).or_default();
+        def.insert(alias.dataset.clone(), AliasTarget::of(alias));
+        def
+    }
+
+    /// Takes dataset `dataset` (incarnation `table_id`) out of `alias`; `alias` disappears with
+    /// its last dataset. Whether `alias` is left.
+    fn remove_alias(&mut self, alias: &str, dataset: &str, table_id: &str) -> bool {
+        let Some(def) = self.aliases.get_mut(alias) else {
+            return false;
+        };
+        if def.get(dataset).is_some_and(|t| t.table_id == table_id) {
+            def.remove(dataset);
+        }
+        if def.is_empty() {
+            self.aliases.remove(alias);
+            return false;
+        }
+        true
+    }
+}
+
+/// Stores alias `name` as `state` holds it (deleted when it is gone).
+fn store_alias(writes: &mut Writes, state: &CatalogState, name: &str) -> Result<()> {
+    match state.aliases.get(name) {
+        Some(def) => writes.put(&format!("a/{name}"), def),
+        None => {
+            writes.delete(&format!("a/{name}"));
+            Ok(())
+        }
+    }
 }
 
 /// The projection of one database's catalog partition.
@@ -189,6 +282,9 @@ impl CatalogProjection {
         for table in store::scan::<TableDef>(&tree, "t/")? {
             state.tables.insert(table.name.clone(), Arc::new(table));
         }
+        for (key, def) in store::scan_keyed::<AliasDef>(&tree, "a/")? {
+            state.aliases.insert(key, def);
+        }
         let checkpoint = store::load_checkpoint(&tree)?;
         Ok(CatalogProjection {
             partition: PartitionId::catalog(account, database),
@@ -224,6 +320,14 @@ impl Projection for CatalogProjection {
                     let table = TableDef::from_event(created, event.timestamp_micros)?;
                     writes.put(&format!("t/{}", table.name), &table)?;
                     next.tables.insert(table.name.clone(), Arc::new(table));
+                    for alias in &created.aliases {
+                        next.add_alias(&strata_log::event::DatasetAlias {
+                            dataset: created.name.clone(),
+                            table_id: created.table_id.clone(),
+                            ..alias.clone()
+                        });
+                        store_alias(&mut writes, &next, &alias.alias)?;
+                    }
                 }
                 Some(Body::TableDropped(dropped))
                     if next
@@ -233,6 +337,34 @@ impl Projection for CatalogProjection {
                 {
                     next.tables.remove(&dropped.name);
                     writes.delete(&format!("t/{}", dropped.name));
+                    // Its aliases go with it.
+                    let names: Vec<String> = next
+                        .aliases
+                        .iter()
+                        .filter(|(_, def)| def.contains_key(&dropped.name))
+                        .map(|(name, _)| name.clone())
+                        .collect();
+                    for name in names {
+                        next.remove_alias(&name, &dropped.name, &dropped.table_id);
+                        store_alias(&mut writes, &next, &name)?;
+                    }
+                }
+                Some(Body::AliasesChanged(changed)) if changed.database_id == self.database_id => {
+                    for alias in &changed.removed {
+                        next.remove_alias(&alias.alias, &alias.dataset, &alias.table_id);
+                        store_alias(&mut writes, &next, &alias.alias)?;
+                    }
+                    // Only aliases of the datasets' current incarnations.
+                    for alias in &changed.added {
+                        if next
+                            .tables
+                            .get(&alias.dataset)
+                            .is_some_and(|t| t.id == alias.table_id)
+                        {
+                            next.add_alias(alias);
+                            store_alias(&mut writes, &next, &alias.alias)?;
+                        }
+                    }
                 }
                 Some(Body::TableColumnsChanged(changed))
                     if changed.database_id == self.database_id
@@ -291,6 +423,7 @@ mod tests {
                 database_id: "dbid".into(),
                 dataset: false,
                 date_formats: [("at".to_owned(), "epoch_second".to_owned())].into(),
+                aliases: vec![],
             })),
             ..Default::default()
         }

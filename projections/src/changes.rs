@@ -42,6 +42,24 @@ pub fn event_json(event: &Envelope) -> Result<Value> {
     }))
 }
 
+/// Dataset aliases, each `{"alias", "dataset", "table_id"}` with its `filter` (a query) and
+/// `is_write_index` where set.
+fn aliases_json(aliases: &[strata_log::event::DatasetAlias]) -> Value {
+    aliases
+        .iter()
+        .map(|a| {
+            let mut entry = json!({"alias": a.alias, "dataset": a.dataset, "table_id": a.table_id});
+            if !a.filter.is_empty() {
+                entry["filter"] = serde_json::from_str(&a.filter).unwrap_or(json!(a.filter));
+            }
+            if let Some(write) = a.is_write_index {
+                entry["is_write_index"] = json!(write);
+            }
+            entry
+        })
+        .collect()
+}
+
 /// The body of an event (see the module documentation).
 pub fn body_json(body: Option<&Body>) -> Result<Value> {
     Ok(match body {
@@ -104,6 +122,7 @@ pub fn body_json(body: Option<&Body>) -> Result<Value> {
             "vector_column": (!b.vector_column.is_empty()).then_some(&b.vector_column),
             "vector_metric": (!b.vector_metric.is_empty()).then_some(&b.vector_metric),
             "start_offset": b.start_offset,
+            "aliases": aliases_json(&b.aliases),
         }),
         Some(Body::TableDropped(b)) => {
             json!({"name": b.name, "table_id": b.table_id, "database_id": b.database_id})
@@ -113,6 +132,11 @@ pub fn body_json(body: Option<&Body>) -> Result<Value> {
             "table_id": b.table_id,
             "database_id": b.database_id,
             "schema": schema_json(&b.columns),
+        }),
+        Some(Body::AliasesChanged(b)) => json!({
+            "database_id": b.database_id,
+            "added": aliases_json(&b.added),
+            "removed": aliases_json(&b.removed),
         }),
         Some(Body::RowsAppended(b)) => {
             let ids = (b.first_row_id..b.first_row_id + b.row_count).collect::<Vec<_>>();

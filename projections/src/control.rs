@@ -269,6 +269,7 @@ impl ControlState {
             | Body::TableCreated(_)
             | Body::TableDropped(_)
             | Body::TableColumnsChanged(_)
+            | Body::AliasesChanged(_)
             | Body::RowsAppended(_)
             | Body::RowsDeleted(_)
             | Body::RowsUpdated(_) => Vec::new(),

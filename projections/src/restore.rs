@@ -175,6 +175,26 @@ pub async fn plan(log: &dyn CommitLog, source: &Database, cut: Cut) -> Result<Pl
             {
                 created.remove(&dropped.name);
             }
+            // The copy gets the aliases the table had at the cut.
+            Some(Body::AliasesChanged(changed)) if changed.database_id == source.id => {
+                for alias in &changed.removed {
+                    if let Some(table) = created
+                        .get_mut(&alias.dataset)
+                        .filter(|t| t.table_id == alias.table_id)
+                    {
+                        table.aliases.retain(|a| a.alias != alias.alias);
+                    }
+                }
+                for alias in &changed.added {
+                    if let Some(table) = created
+                        .get_mut(&alias.dataset)
+                        .filter(|t| t.table_id == alias.table_id)
+                    {
+                        table.aliases.retain(|a| a.alias != alias.alias);
+                        table.aliases.push(alias.clone());
+                    }
+                }
+            }
             // The copy gets the columns the table had at the cut.
             Some(Body::TableColumnsChanged(changed)) if changed.database_id == source.id => {
                 if let Some(table) = created

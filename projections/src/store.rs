@@ -115,6 +115,20 @@ pub(crate) fn scan<T: DeserializeOwned>(tree: &sled::Tree, prefix: &str) -> Resu
         .collect()
 }
 
+/// Every record of `tree` under `prefix`, decoded, with its key after the prefix.
+pub(crate) fn scan_keyed<T: DeserializeOwned>(
+    tree: &sled::Tree,
+    prefix: &str,
+) -> Result<Vec<(String, T)>> {
+    tree.scan_prefix(prefix.as_bytes())
+        .map(|entry| {
+            let (key, value) = entry?;
+            let name = String::from_utf8_lossy(&key[prefix.len()..]).into_owned();
+            Ok((name, decode(&key, &value)?))
+        })
+        .collect()
+}
+
 fn decode<T: DeserializeOwned>(key: &[u8], bytes: &[u8]) -> Result<T> {
     serde_json::from_slice(bytes).map_err(|error| Error::Corrupt {
         key: String::from_utf8_lossy(key).into_owned(),

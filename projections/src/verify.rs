@@ -271,10 +271,16 @@ pub fn control_difference(live: &ControlState, rebuilt: &ControlState) -> String
 
 /// What differs between a live catalog and its rebuild.
 pub fn catalog_difference(name: &str, live: &CatalogState, rebuilt: &CatalogState) -> String {
+    if live.tables != rebuilt.tables {
+        return format!(
+            "{name}: the live catalog has tables {:?}, the log says {:?}",
+            live.tables.keys().collect::<Vec<_>>(),
+            rebuilt.tables.keys().collect::<Vec<_>>()
+        );
+    }
     format!(
-        "{name}: the live catalog has tables {:?}, the log says {:?}",
-        live.tables.keys().collect::<Vec<_>>(),
-        rebuilt.tables.keys().collect::<Vec<_>>()
+        "{name}: the live catalog has aliases {:?}, the log says {:?}",
+        live.aliases, rebuilt.aliases
     )
 }
 

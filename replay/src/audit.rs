@@ -239,6 +239,19 @@ fn describe(event: &Envelope) -> Change {
             table = Some(b.name.clone());
             format!("id {}", b.table_id)
         }
+        Some(Body::AliasesChanged(b)) => {
+            let pairs = |list: &[strata_log::event::DatasetAlias]| {
+                list.iter()
+                    .map(|a| format!("{} -> {}", a.alias, a.dataset))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            match (b.added.is_empty(), b.removed.is_empty()) {
+                (false, true) => format!("added {}", pairs(&b.added)),
+                (true, false) => format!("removed {}", pairs(&b.removed)),
+                _ => format!("removed {}; added {}", pairs(&b.removed), pairs(&b.added)),
+            }
+        }
         Some(Body::TableColumnsChanged(b)) => {
             table = Some(b.name.clone());
             format!(

@@ -51,8 +51,9 @@ pub struct Operation {
     pub record: Option<Bytes>,
     /// Why the operation fails whatever its record (an empty `_id`, an unsupported parameter).
     pub refusal: Option<Refusal>,
-    /// `require_alias` was set: there are no aliases, so the index must not be auto-created.
-    pub require_alias: bool,
+    /// The action line's `require_alias`: the index must be an alias (never auto-created).
+    /// `None`: the request's parameter decides.
+    pub require_alias: Option<bool>,
 }
 
 /// Action parameters read and not acted on: one shard, no routing, no retries needed.
@@ -196,7 +197,7 @@ fn action_line(number: usize, text: &[u8]) -> Result<Operation, Error> {
         id: None,
         record: None,
         refusal: None,
-        require_alias: false,
+        require_alias: None,
     };
     let refuse = |refusal: Refusal, operation: &mut Operation| {
         operation.refusal.get_or_insert(refusal);
@@ -249,7 +250,12 @@ fn action_line(number: usize, text: &[u8]) -> Result<Operation, Error> {
                     )));
                 }
             },
-            "require_alias" => operation.require_alias = value.as_bool() == Some(true),
+            "require_alias" => {
+                operation.require_alias = Some(match &value {
+                    Value::String(text) => text != "false",
+                    other => other.as_bool() == Some(true),
+                })
+            }
             "pipeline" => refuse(
                 Refusal::illegal(format!(
                     "pipeline with id [{}] does not exist",

@@ -19,7 +19,9 @@ use strata_projections::{
     control::{Database, DatabaseStatus},
 };
 
-use super::{Action, DatabaseGuard, Engine, Origin, PlatformPrincipal, Principal};
+use super::{
+    Action, DatabaseGuard, Engine, Origin, PlatformPrincipal, Principal, aliases::AliasSpec,
+};
 use crate::documents::mapping::Declared;
 use crate::error::{Error, Result};
 
@@ -146,7 +148,7 @@ impl Principal {
 
 impl Engine {
     /// The account's `default` database, made when `create` says so and it does not exist.
-    async fn default_database(
+    pub(super) async fn default_database(
         &self,
         account: &str,
         create: bool,
@@ -209,16 +211,25 @@ impl Engine {
         Ok((runtime, def))
     }
 
-    /// PUT /{dataset}: an empty dataset, with the columns its mappings declare.
+    /// PUT /{dataset}: an empty dataset, with the columns its mappings declare and the aliases
+    /// its configuration names.
     pub async fn create_dataset(
         &self,
         principal: &PlatformPrincipal,
         name: &str,
         declared: Declared,
+        aliases: &[(String, AliasSpec)],
         origin: &Origin,
     ) -> Result<()> {
-        self.make_dataset(principal, name, declared, origin, self.write_wait())
-            .await
+        self.make_dataset(
+            principal,
+            name,
+            declared,
+            aliases,
+            origin,
+            self.write_wait(),
+        )
+        .await
     }
 
     /// Creates dataset `name`, waiting at most `wait` for another change to the account's
@@ -228,11 +239,15 @@ impl Engine {
         principal: &PlatformPrincipal,
         name: &str,
         declared: Declared,
+        aliases: &[(String, AliasSpec)],
         origin: &Origin,
         wait: std::time::Duration,
     ) -> Result<()> {
         check_name(name)?;
         self.authorize(principal, Action::DatasetCreate, name)?;
+        for (alias, _) in aliases {
+            self.authorize(principal, Action::DatasetCreate, alias)?;
+        }
         let database = self
             .default_database(&principal.account, true, origin)
             .await?
@@ -248,9 +263,16 @@ impl Engine {
             .await?
             .ok_or_else(|| busy(&principal.account))?;
         self.still_ready(&runtime)?;
-        if permit.snapshot().tables.contains_key(name) {
+        let catalog = permit.snapshot();
+        if catalog.tables.contains_key(name) {
             return Err(Error::DatasetExists(name.to_owned()));
         }
+        if catalog.aliases.contains_key(name) {
+            return Err(Error::InvalidName(format!(
+                "[invalid_index_name_exception] Invalid index name [{name}], already exists as alias"
+            )));
+        }
+        let aliases = super::aliases::creation_aliases(&catalog, name, aliases)?;
         let partition = PartitionId::table(&database.account, &database.name, name);
         let created = TableCreated {
             name: name.to_owned(),
@@ -289,6 +311,7 @@ impl Engine {
             database_id: database.id.clone(),
             dataset: true,
             date_formats: declared.date_formats.into_iter().collect(),
+            aliases,
             ..Default::default()
         };
         permit.write(Body::TableCreated(created), origin).await?;
@@ -414,21 +437,30 @@ impl Engine {
         self.dataset_info_of(&runtime, &def).await
     }
 
-    /// The definitions of the account's datasets (`name`: that one alone), for their mappings.
+    /// The definitions of the account's datasets (`names`: those it names, by name, pattern
+    /// or alias), for their mappings.
     pub async fn dataset_defs(
         &self,
         principal: &PlatformPrincipal,
-        name: Option<&str>,
+        names: Option<&str>,
     ) -> Result<Vec<Arc<TableDef>>> {
-        self.authorize(principal, Action::MetadataRead, name.unwrap_or("*"))?;
-        match name {
-            Some(name) => Ok(vec![self.dataset(&principal.account, name).await?.1]),
-            None => Ok(self
-                .all_datasets(&principal.account)
-                .await?
-                .map(|(_, defs)| defs)
-                .unwrap_or_default()),
-        }
+        self.authorize(principal, Action::MetadataRead, names.unwrap_or("*"))?;
+        let Some((_, defs)) = self.all_datasets(&principal.account).await? else {
+            return match names {
+                Some(name) if !name.contains('*') && name != "_all" => {
+                    Err(Error::DatasetNotFound(name.to_owned()))
+                }
+                _ => Ok(Vec::new()),
+            };
+        };
+        let Some(names) = names else {
+            return Ok(defs);
+        };
+        let targets = self.read_targets(principal, Some(names), false).await?;
+        Ok(targets
+            .iter()
+            .filter_map(|t| defs.iter().find(|d| d.name == t.name).cloned())
+            .collect())
     }
 
     async fn dataset_info_of(

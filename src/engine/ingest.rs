@@ -24,13 +24,13 @@ use strata_log::{
     event::{RowsAppended, RowsDeleted},
 };
 use strata_projections::{
-    catalog::TableDef,
+    catalog::{TableDef, WriteIndex},
     table::{TableSnapshot, rows as table_rows},
 };
 
 use super::{
-    Action, DatabaseGuard, Engine, Origin, PlatformPrincipal, TableRuntime, datasets::check_name,
-    leader::Permit, quota::Counts,
+    Action, DatabaseGuard, Engine, Origin, PlatformPrincipal, TableRuntime, aliases,
+    datasets::check_name, leader::Permit, quota::Counts,
 };
 use crate::{
     documents::{
@@ -116,20 +116,47 @@ impl Engine {
         let now = chrono::Utc::now().timestamp_millis();
         let mut items = Vec::with_capacity(operations.len());
         let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+        // Aliases, to send each write to its dataset.
+        let catalog = match self.datasets_catalog(&principal.account).await {
+            Ok(catalog) => catalog.unwrap_or_default(),
+            Err(error) => {
+                let refusal = refusal_of(&error, path_index.unwrap_or_default());
+                return operations
+                    .iter()
+                    .map(|operation| BulkItem {
+                        action: operation.action,
+                        index: operation
+                            .index
+                            .clone()
+                            .or_else(|| path_index.map(str::to_owned))
+                            .unwrap_or_default(),
+                        id: operation.id.clone(),
+                        outcome: Outcome::Failed(refusal.clone()),
+                    })
+                    .collect();
+            }
+        };
         for (i, operation) in operations.iter().enumerate() {
-            let index = operation
+            let mut index = operation
                 .index
                 .clone()
                 .or_else(|| path_index.map(str::to_owned));
-            let refusal = match &index {
-                None => Some(Refusal::new(
+            let alias = index.as_deref().map(|name| catalog.write_index(name));
+            let refusal = match (index.as_deref(), alias) {
+                (None, _) => Some(Refusal::new(
                     "action_request_validation_exception",
                     400,
                     "Validation Failed: 1: index is missing;",
                 )),
-                Some(name) => match check_name(name) {
+                (Some(name), Some(WriteIndex::None)) => Some(Refusal::new(
+                    "illegal_argument_exception",
+                    400,
+                    aliases::no_write_index(name),
+                )),
+                (Some(_), Some(WriteIndex::Dataset(_))) => operation.refusal.clone(),
+                (Some(name), _) => match check_name(name) {
                     Err(error) => Some(refusal_of(&error, name)),
-                    Ok(()) if operation.require_alias => Some(Refusal::new(
+                    Ok(()) if operation.require_alias == Some(true) => Some(Refusal::new(
                         "index_not_found_exception",
                         404,
                         format!(
@@ -139,6 +166,10 @@ impl Engine {
                     Ok(()) => operation.refusal.clone(),
                 },
             };
+            // A write to an alias is a write to its write index.
+            if let Some(WriteIndex::Dataset(dataset)) = alias {
+                index = Some(dataset.to_owned());
+            }
             let index = index.unwrap_or_default();
             match refusal {
                 Some(refusal) => items.push(BulkItem {
@@ -237,7 +268,7 @@ impl Engine {
             Err(Error::DatasetNotFound(_)) if writes > 0 => {
                 // Like Elasticsearch, a write to a dataset that does not exist creates it.
                 match self
-                    .make_dataset(principal, name, Default::default(), origin, BULK_WAIT)
+                    .make_dataset(principal, name, Default::default(), &[], origin, BULK_WAIT)
                     .await
                 {
                     Ok(()) | Err(Error::DatasetExists(_)) => {}
@@ -764,7 +795,7 @@ impl Engine {
                             .into(),
                     ),
                     refusal: None,
-                    require_alias: false,
+                    require_alias: None,
                 });
             }
         }

@@ -13,6 +13,7 @@
 //! - [`users`]: platform users, request signatures, authorization.
 //! - [`datasets`] and [`ingest`]: platform datasets, and the records written to them.
 
+mod aliases;
 mod catalog;
 mod changes;
 mod control;
@@ -43,6 +44,7 @@ use tokio::sync::OnceCell;
 
 use self::leader::Leader;
 pub use self::{
+    aliases::{AliasAction, AliasSpec, parse_spec as parse_alias_spec, split_names},
     catalog::{ColumnSpec, CreateTable},
     changes::{Change, ChangeStream, StreamStart},
     control::{DatabaseInfo, KeyInfo, Principal, StorageRequest},

@@ -11,7 +11,10 @@ use strata_projections::table::{
     dsl::{self, DslQuery},
 };
 
-use super::{Action, Engine, PlatformPrincipal};
+use super::{
+    Action, Engine, PlatformPrincipal,
+    aliases::{self, Searched},
+};
 use crate::{
     documents::{
         columns::Formats,
@@ -43,6 +46,7 @@ const SEARCH_KEYS: &[&str] = &[
     "docvalue_fields",
     "fields",
     "stored_fields",
+    "indices_boost",
 ];
 
 /// Keys of a search body Elasticsearch reads that this server does not serve yet: a 400 that
@@ -70,6 +74,9 @@ struct Search {
     terminate_after: Option<usize>,
     /// Fields each hit lists under `fields` (`docvalue_fields` and `fields`).
     fields: Vec<FieldRequest>,
+    /// `indices_boost`: a dataset's scores are multiplied by the boost of the first entry that
+    /// names it (by its name, a pattern, or an alias).
+    indices_boost: Vec<(String, f32)>,
 }
 
 /// One dataset's part of a search.
@@ -368,12 +375,14 @@ impl Search {
                 source.none = true;
             }
         }
+        let indices_boost = parse_indices_boost(body.get("indices_boost"))?;
         let mut fields = FieldRequest::parse_list("docvalue_fields", body.get("docvalue_fields"))?;
         fields.extend(FieldRequest::parse_list("fields", body.get("fields"))?);
         for field in &fields {
             field.check()?;
         }
         Ok(Search {
+            indices_boost,
             fields,
             terminate_after,
             aggs,
@@ -386,6 +395,56 @@ impl Search {
             track_total_hits,
         })
     }
+}
+
+/// `query` restricted to what an alias's `filter` matches.
+pub(super) fn filtered(query: &Value, filter: Option<&Value>) -> Value {
+    match filter {
+        None => query.clone(),
+        Some(filter) => json!({"bool": {"must": [query], "filter": [filter]}}),
+    }
+}
+
+/// `indices_boost`, in either of Elasticsearch's forms: `[{"name": boost}, ...]`, or (older)
+/// one object `{"name": boost, ...}`, in its order.
+fn parse_indices_boost(value: Option<&Value>) -> Result<Vec<(String, f32)>> {
+    let entries: Vec<(&String, &Value)> = match value {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Object(object)) => object.iter().collect(),
+        Some(Value::Array(items)) => {
+            let mut entries = Vec::with_capacity(items.len());
+            for item in items {
+                match item.as_object() {
+                    Some(object) if object.len() == 1 => entries.extend(object.iter()),
+                    _ => {
+                        return Err(bad(
+                            "parsing_exception",
+                            format!(
+                                "[indices_boost] entries must be objects of one index and its boost, not {item}"
+                            ),
+                        ));
+                    }
+                }
+            }
+            entries
+        }
+        Some(other) => {
+            return Err(bad(
+                "parsing_exception",
+                format!("[indices_boost] must be an array or an object, not {other}"),
+            ));
+        }
+    };
+    entries
+        .into_iter()
+        .map(|(name, boost)| match boost.as_f64() {
+            Some(boost) => Ok((name.clone(), boost as f32)),
+            None => Err(bad(
+                "parsing_exception",
+                format!("the boost of [{name}] in [indices_boost] must be a number, not {boost}"),
+            )),
+        })
+        .collect()
 }
 
 /// A search's query with its top-level `knn` section (Elasticsearch's form, one object or
@@ -451,14 +510,21 @@ impl Engine {
     }
 
     /// What one dataset contributes to a search: its snapshot, its best `from + size` hits (in
-    /// the search's order), and how many records match.
+    /// the search's order), and how many records match. Its scores are multiplied by `boost`.
     async fn search_one(
         &self,
         principal: &PlatformPrincipal,
-        name: &str,
+        target: &Searched,
         search: &Search,
+        boost: f32,
     ) -> Result<Found> {
-        let (snapshot, query) = self.prepare(principal, name, &search.query).await?;
+        let name = target.name.as_str();
+        let query = filtered(&search.query, target.filter.as_ref());
+        let (snapshot, query) = self.prepare(principal, name, &query).await?;
+        let query = match boost == 1.0 {
+            true => query,
+            false => dsl::scaled(query, boost),
+        };
         let top = search.from + search.size;
         let plain = search.sort.is_empty()
             && search.search_after.is_none()
@@ -502,60 +568,63 @@ impl Engine {
         })
     }
 
-    /// The datasets a search names: one, a comma-separated list, globs (`logs-*`), or all
-    /// (`None`, `_all`, `*`). A name without a glob that does not exist is a 404.
-    async fn searched_datasets(
+    /// The boost `indices_boost` gives each of `datasets`: the first entry that names it (see
+    /// [`aliases::names_dataset`]), else 1. An entry without a pattern that names neither a
+    /// dataset nor an alias is a 404, unless `ignore_unavailable`.
+    async fn boosts(
         &self,
         principal: &PlatformPrincipal,
-        names: Option<&str>,
-    ) -> Result<Vec<String>> {
-        let patterns: Vec<&str> = match names.map(str::trim) {
-            None | Some("") | Some("_all") | Some("*") => vec!["*"],
-            Some(names) => names.split(',').map(str::trim).collect(),
-        };
-        if let [one] = patterns.as_slice()
-            && !one.contains('*')
-        {
-            return Ok(vec![(*one).to_owned()]);
+        search: &Search,
+        datasets: &[Searched],
+        ignore_unavailable: bool,
+    ) -> Result<Vec<f32>> {
+        if search.indices_boost.is_empty() {
+            return Ok(vec![1.0; datasets.len()]);
         }
-        let all: Vec<String> = self
-            .dataset_defs(principal, None)
+        let state = self
+            .datasets_catalog(&principal.account)
             .await?
-            .iter()
-            .map(|def| def.name.clone())
-            .collect();
-        let mut chosen = Vec::new();
-        for pattern in patterns {
-            if !pattern.contains('*') && !all.iter().any(|n| n == pattern) {
-                return Err(Error::DatasetNotFound(pattern.to_owned()));
-            }
-            for name in all
-                .iter()
-                .filter(|n| crate::keys::pattern_matches(pattern, n))
-            {
-                if !chosen.contains(name) {
-                    chosen.push(name.clone());
-                }
+            .unwrap_or_default();
+        for (name, _) in &search.indices_boost {
+            let known = name.contains('*')
+                || state.tables.get(name).is_some_and(|t| t.dataset)
+                || state.aliases.contains_key(name);
+            if !known && !ignore_unavailable {
+                return Err(Error::NotFound(format!("no such index [{name}]")));
             }
         }
-        Ok(chosen)
+        Ok(datasets
+            .iter()
+            .map(|dataset| {
+                search
+                    .indices_boost
+                    .iter()
+                    .find(|(name, _)| aliases::names_dataset(&state, name, &dataset.name))
+                    .map_or(1.0, |(_, boost)| *boost)
+            })
+            .collect())
     }
 
-    /// A Query DSL search of the datasets `names` names (see [`Self::searched_datasets`]): the
-    /// response body. Hits of several datasets merge in the search's order; aggregations need
-    /// one dataset.
+    /// A Query DSL search of the datasets `names` names (see [`aliases::resolve_read`]): the
+    /// response body. Hits of several datasets merge in the search's order.
     pub async fn search_dataset(
         &self,
         principal: &PlatformPrincipal,
         names: Option<&str>,
         body: &Value,
+        ignore_unavailable: bool,
     ) -> Result<Value> {
         let started = Instant::now();
         let search = Search::parse(body)?;
-        let datasets = self.searched_datasets(principal, names).await?;
+        let datasets = self
+            .read_targets(principal, names, ignore_unavailable)
+            .await?;
+        let boosts = self
+            .boosts(principal, &search, &datasets, ignore_unavailable)
+            .await?;
         let mut found = Vec::with_capacity(datasets.len());
-        for name in &datasets {
-            found.push(self.search_one(principal, name, &search).await?);
+        for (target, boost) in datasets.iter().zip(boosts) {
+            found.push(self.search_one(principal, target, &search, boost).await?);
         }
         let aggregations = match &search.aggs {
             None => None,
@@ -691,11 +760,12 @@ impl Engine {
         Ok(answer)
     }
 
-    /// /{dataset}/_count: the live records `body`'s query (all without one) matches.
+    /// /{dataset}/_count: the live records `body`'s query (all without one) matches, in the
+    /// datasets `names` names (see [`aliases::resolve_read`]).
     pub async fn count_dataset(
         &self,
         principal: &PlatformPrincipal,
-        name: &str,
+        names: Option<&str>,
         body: &Value,
     ) -> Result<u64> {
         let query = match body {
@@ -719,8 +789,13 @@ impl Engine {
                 ));
             }
         };
-        let (snapshot, query) = self.prepare(principal, name, &query).await?;
-        Ok(Self::run_query(snapshot, query, 0).await?.total)
+        let mut total = 0;
+        for target in self.read_targets(principal, names, false).await? {
+            let query = filtered(&query, target.filter.as_ref());
+            let (snapshot, query) = self.prepare(principal, &target.name, &query).await?;
+            total += Self::run_query(snapshot, query, 0).await?.total;
+        }
+        Ok(total)
     }
 }
 

@@ -93,10 +93,8 @@ async fn run(
     check_content_type(headers).map_err(failed)?;
     let require_alias = check_parameters(uri).map_err(failed)?;
     let mut operations = bulk::parse(&body).map_err(failed)?;
-    if require_alias {
-        for operation in &mut operations {
-            operation.require_alias = true;
-        }
+    for operation in &mut operations {
+        operation.require_alias.get_or_insert(require_alias);
     }
     let items = state
         .engine
@@ -208,9 +206,18 @@ fn dataset_request(
     Ok((name, json_body(body).map_err(failed)?))
 }
 
+/// What a search's query parameters say beside its body.
+#[derive(Clone, Copy, Debug, Default)]
+struct SearchFlags {
+    /// `rest_total_hits_as_int`: `hits.total` as a number.
+    total_as_int: bool,
+    /// `ignore_unavailable`: names of no dataset or alias are left out, not a 404.
+    ignore_unavailable: bool,
+}
+
 /// Query parameters of a search: Elasticsearch's URI search, merged into the body (the body
 /// wins where both say something).
-fn search_params(uri: &Uri, body: Value) -> Result<(Value, bool), Error> {
+fn search_params(uri: &Uri, body: Value) -> Result<(Value, SearchFlags), Error> {
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(uri.query().unwrap_or(""))
         .map_err(|e| Error::BadRequest(format!("invalid query parameters: {e}")))?;
     let mut body = match body {
@@ -222,7 +229,7 @@ fn search_params(uri: &Uri, body: Value) -> Result<(Value, bool), Error> {
             )));
         }
     };
-    let mut total_as_int = false;
+    let mut flags = SearchFlags::default();
     let mut url_source_filter = false;
     for (name, value) in pairs {
         let number = || {
@@ -234,7 +241,11 @@ fn search_params(uri: &Uri, body: Value) -> Result<(Value, bool), Error> {
         };
         let parsed = match name.as_str() {
             "rest_total_hits_as_int" => {
-                total_as_int = value != "false";
+                flags.total_as_int = value != "false";
+                continue;
+            }
+            "ignore_unavailable" => {
+                flags.ignore_unavailable = value != "false";
                 continue;
             }
             "size" | "from" | "terminate_after" => number()?,
@@ -285,7 +296,6 @@ fn search_params(uri: &Uri, body: Value) -> Result<(Value, bool), Error> {
             | "routing"
             | "request_cache"
             | "allow_partial_search_results"
-            | "ignore_unavailable"
             | "allow_no_indices"
             | "expand_wildcards"
             | "search_type"
@@ -301,7 +311,7 @@ fn search_params(uri: &Uri, body: Value) -> Result<(Value, bool), Error> {
         let key = if name == "q" { "query" } else { name.as_str() };
         body.entry(key.to_owned()).or_insert(parsed);
     }
-    Ok((Value::Object(body), total_as_int))
+    Ok((Value::Object(body), flags))
 }
 
 /// GET|POST /{dataset}/_search and GET /{dataset}/querydsl: a Query DSL search (the path may
@@ -340,16 +350,16 @@ async fn run_search(
 ) -> Result<Response, PlatformError> {
     let operation = "search";
     let failed = |error| PlatformError { operation, error };
-    let (body, total_as_int) = search_params(uri, body).map_err(failed)?;
-    if total_as_int {
+    let (body, flags) = search_params(uri, body).map_err(failed)?;
+    if flags.total_as_int {
         check_total_as_int(&body).map_err(failed)?;
     }
     let mut answer = state
         .engine
-        .search_dataset(principal, names, &body)
+        .search_dataset(principal, names, &body, flags.ignore_unavailable)
         .await
         .map_err(failed)?;
-    if total_as_int {
+    if flags.total_as_int {
         total_to_int(&mut answer);
     }
     Ok(Json(answer).into_response())
@@ -389,7 +399,7 @@ pub async fn count(
     let (name, body) = dataset_request(operation, name, &body)?;
     let count = state
         .engine
-        .count_dataset(&principal, &name, &body)
+        .count_dataset(&principal, Some(&name), &body)
         .await
         .map_err(|error| PlatformError { operation, error })?;
     Ok(Json(json!({
@@ -450,9 +460,14 @@ pub async fn msearch(
             if total_as_int {
                 check_total_as_int(&body)?;
             }
+            let ignore_unavailable = match header.get("ignore_unavailable") {
+                Some(Value::Bool(flag)) => *flag,
+                Some(Value::String(flag)) => flag != "false",
+                _ => false,
+            };
             let mut answer = state
                 .engine
-                .search_dataset(&principal, Some(&index), &body)
+                .search_dataset(&principal, Some(&index), &body, ignore_unavailable)
                 .await?;
             if total_as_int {
                 total_to_int(&mut answer);
@@ -946,7 +961,7 @@ fn single_operation(
         id,
         record,
         refusal: None,
-        require_alias: false,
+        require_alias: None,
     })
 }
 
@@ -1005,12 +1020,12 @@ pub async fn get_doc(
     let body = json!({"query": {"term": {"_id": id}}, "size": 1});
     let answer = state
         .engine
-        .search_dataset(&principal, Some(&dataset), &body)
+        .search_dataset(&principal, Some(&dataset), &body, false)
         .await
         .map_err(|error| PlatformError { operation, error })?;
     Ok(match answer["hits"]["hits"].get(0) {
         Some(hit) => Json(json!({
-            "_index": dataset,
+            "_index": hit["_index"],
             "_id": id,
             "_version": 1,
             "_seq_no": 0,

@@ -4,6 +4,7 @@
 //! request gets an id (the client's `x-request-id`, or a new UUIDv7), echoed in the response and
 //! stamped on the events it causes, a tracing span, and a line in the request metrics.
 
+mod aliases;
 mod body;
 mod data_plane;
 mod documents;

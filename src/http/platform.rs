@@ -20,7 +20,7 @@ use axum::{
 use serde_json::json;
 
 use super::{
-    AppState, RequestId, body::PathName, documents, error::PlatformError, forward, health,
+    AppState, RequestId, aliases, body::PathName, documents, error::PlatformError, forward, health,
 };
 use crate::{
     engine::{Action, DEFAULT_DATABASE, PlatformPrincipal, database_key},
@@ -95,6 +95,30 @@ pub fn routes(state: AppState) -> Router {
         .route("/_cluster/health/{pattern}", get(cluster_health))
         .route("/_cat/indices", get(cat_indices))
         .route("/_cat/indices/{pattern}", get(cat_indices))
+        .route("/_cat/aliases", get(aliases::cat_aliases))
+        .route("/_cat/aliases/{name}", get(aliases::cat_aliases))
+        .route(
+            "/_aliases",
+            get(aliases::get_aliases).post(aliases::post_aliases),
+        )
+        .route("/_alias", get(aliases::get_aliases))
+        .route("/_alias/{name}", get(aliases::get_aliases))
+        .route("/{index}/_alias", get(aliases::get_aliases))
+        .route("/{index}/_aliases", get(aliases::get_aliases))
+        .route(
+            "/{index}/_alias/{name}",
+            get(aliases::get_aliases)
+                .put(aliases::put_alias)
+                .post(aliases::put_alias)
+                .delete(aliases::delete_alias),
+        )
+        .route(
+            "/{index}/_aliases/{name}",
+            get(aliases::get_aliases)
+                .put(aliases::put_alias)
+                .post(aliases::put_alias)
+                .delete(aliases::delete_alias),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), signed))
@@ -296,17 +320,19 @@ fn failed(operation: &'static str) -> impl FnOnce(Error) -> PlatformError {
     move |error| PlatformError { operation, error }
 }
 
-/// GET /metadata (the one GET on a single segment): every dataset's info record.
+/// GET /metadata: every dataset's info record. GET (and HEAD) /{index}, as Elasticsearch's
+/// get index API: each dataset the path names (by name, pattern or alias) with its aliases,
+/// mappings and settings; a 404 when a name names none.
 async fn list_datasets(
     State(state): State<AppState>,
     Extension(principal): Extension<PlatformPrincipal>,
     name: Result<PathName, Error>,
-    method: Method,
-    uri: Uri,
 ) -> Result<Response, PlatformError> {
     let PathName(name) = name.map_err(failed("request"))?;
     if name != "metadata" {
-        return Ok(not_found(method, uri).await);
+        return get_index(&state, &principal, &name)
+            .await
+            .map_err(failed("get index"));
     }
     let datasets = state
         .engine
@@ -316,9 +342,36 @@ async fn list_datasets(
     Ok(Json(datasets).into_response())
 }
 
+async fn get_index(
+    state: &AppState,
+    principal: &PlatformPrincipal,
+    names: &str,
+) -> Result<Response, Error> {
+    let defs = state.engine.dataset_defs(principal, Some(names)).await?;
+    let aliases = state.engine.aliases(principal, Some(names), None).await;
+    let mut body = serde_json::Map::new();
+    for def in defs {
+        let mut entry = crate::documents::mapping::of(&def);
+        let aliases = match &aliases {
+            Ok(listing) => listing.get(&def.name).cloned().unwrap_or_default(),
+            Err(_) => Default::default(),
+        };
+        entry["aliases"] = serde_json::Value::Object(aliases);
+        entry["settings"] = json!({"index": {
+            "number_of_shards": "1",
+            "number_of_replicas": "0",
+            "uuid": def.id,
+            "provided_name": def.name,
+            "creation_date": (def.created_at_micros / 1000).to_string(),
+        }});
+        body.insert(def.name.clone(), entry);
+    }
+    Ok(Json(body).into_response())
+}
+
 /// PUT /{dataset}: creates an empty dataset. The optional body is an Elasticsearch-style index
-/// configuration: its `mappings` declare columns; its `settings` and `aliases` are accepted and
-/// ignored (one shard, no replicas, always).
+/// configuration: its `mappings` declare columns, its `aliases` are made with it; its
+/// `settings` are accepted and ignored (one shard, no replicas, always).
 async fn create_dataset(
     State(state): State<AppState>,
     Extension(principal): Extension<PlatformPrincipal>,
@@ -328,13 +381,14 @@ async fn create_dataset(
 ) -> Result<Response, PlatformError> {
     let operation = "create dataset";
     let PathName(name) = name.map_err(failed(operation))?;
-    let declared = check_configuration(&body).map_err(failed(operation))?;
+    let (declared, aliases) = check_configuration(&body).map_err(failed(operation))?;
     state
         .engine
         .create_dataset(
             &principal,
             &name,
             declared,
+            &aliases,
             &principal.origin(&request_id.0),
         )
         .await
@@ -346,8 +400,16 @@ async fn create_dataset(
 }
 
 /// The body of PUT /{dataset}: nothing, or a JSON object with `settings`, `aliases` and
-/// `mappings`; what the mappings declare.
-fn check_configuration(body: &[u8]) -> Result<crate::documents::mapping::Declared, Error> {
+/// `mappings`; what the mappings declare, and the aliases.
+fn check_configuration(
+    body: &[u8],
+) -> Result<
+    (
+        crate::documents::mapping::Declared,
+        Vec<(String, crate::engine::AliasSpec)>,
+    ),
+    Error,
+> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Default::default());
     }
@@ -366,10 +428,15 @@ fn check_configuration(body: &[u8]) -> Result<crate::documents::mapping::Declare
             "unsupported configuration key {key:?} (settings, aliases and mappings are accepted)"
         )));
     }
-    match object.get("mappings") {
-        Some(mappings) => crate::documents::mapping::declared_columns(mappings),
-        None => Ok(Default::default()),
-    }
+    let declared = match object.get("mappings") {
+        Some(mappings) => crate::documents::mapping::declared_columns(mappings)?,
+        None => Default::default(),
+    };
+    let aliases = match object.get("aliases") {
+        Some(aliases) => aliases::creation_aliases(aliases)?,
+        None => Vec::new(),
+    };
+    Ok((declared, aliases))
 }
 
 /// DELETE /{dataset}: the dataset and all its records, for good.
@@ -429,11 +496,11 @@ async fn mappings(
 /// What `GET /_cat/indices` takes: `format=json` (else a text table), `v` (a header line), and
 /// `pattern` in the path (comma-separated names or globs with `*`).
 #[derive(Debug, Default, serde::Deserialize)]
-struct CatParams {
+pub(super) struct CatParams {
     #[serde(default)]
-    format: Option<String>,
+    pub(super) format: Option<String>,
     #[serde(default)]
-    v: Option<String>,
+    pub(super) v: Option<String>,
 }
 
 /// GET /_cat/indices[/{pattern}]: the datasets' info records, as Elasticsearch's cat API lists
@@ -473,9 +540,9 @@ async fn cat_indices(
     }
 }
 
-/// The cat API's text table: one line per dataset, columns padded to their widest value.
+/// The cat API's text table: one line per dataset.
 fn cat_table(datasets: &[crate::engine::DatasetInfo], header: bool) -> String {
-    let mut rows: Vec<[String; 10]> = Vec::new();
+    let mut rows: Vec<Vec<String>> = Vec::new();
     if header {
         rows.push(
             [
@@ -490,11 +557,12 @@ fn cat_table(datasets: &[crate::engine::DatasetInfo], header: bool) -> String {
                 "store.size",
                 "pri.store.size",
             ]
-            .map(str::to_owned),
+            .map(str::to_owned)
+            .to_vec(),
         );
     }
     for d in datasets {
-        rows.push([
+        rows.push(vec![
             d.health.clone(),
             d.status.clone(),
             d.index.clone(),
@@ -507,11 +575,17 @@ fn cat_table(datasets: &[crate::engine::DatasetInfo], header: bool) -> String {
             d.pri_store_size.clone(),
         ]);
     }
-    let widths: Vec<usize> = (0..10)
+    text_table(&rows)
+}
+
+/// A cat API text table: a line per row, columns padded to their widest value.
+pub(super) fn text_table(rows: &[Vec<String>]) -> String {
+    let columns = rows.first().map_or(0, Vec::len);
+    let widths: Vec<usize> = (0..columns)
         .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
-    for row in &rows {
+    for row in rows {
         let cells: Vec<String> = row
             .iter()
             .zip(&widths)

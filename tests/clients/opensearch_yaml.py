@@ -9,7 +9,8 @@ is_true, is_false, gt/gte/lt/lte, set, skip. APIs with a spec in api/ are called
 first path whose parts are all given); the others the tests use are mapped here:
 `index` (PUT /{index}/_doc/{id}, or POST /{index}/_doc), `indices.create` (PUT /{index}),
 `indices.delete` (DELETE /{index}), `cluster.health` (GET /_cluster/health), `indices.refresh`
-(strata makes writes visible at once: not sent). Anything else fails its test with "unsupported API"."""
+(strata makes writes visible at once: not sent), and those in `PATHS` at the paths of
+OpenSearch's REST specification. Anything else fails its test with "unsupported API"."""
 
 import json
 import os
@@ -140,7 +141,27 @@ def do(api, args, headers):
         return call("GET", "/_cluster/health", None, None, headers)
     if api == "indices.refresh":
         return 200, {"_shards": {"total": 1, "successful": 1, "failed": 0}}
+    # The rest at the paths of OpenSearch's REST specification for them.
+    if api in PATHS:
+        method, template = PATHS[api]
+        body = args.pop("body", None)
+        path = template
+        for name in re.findall(r"\{(\w+)\}", template):
+            path = path.replace("{" + name + "}", quote(to_param(args.pop(name)), safe=","))
+        params = {k: to_param(v) for k, v in args.items()}
+        return call(method, path, params, body, headers)
     raise Failure(f"unsupported API {api}")
+
+
+PATHS = {
+    "indices.get": ("GET", "/{index}"),
+    "indices.put_alias": ("PUT", "/{index}/_alias/{name}"),
+    "indices.put_mapping": ("PUT", "/{index}/_mapping"),
+    "indices.put_settings": ("PUT", "/{index}/_settings"),
+    "indices.forcemerge": ("POST", "/{index}/_forcemerge"),
+    "indices.stats": ("GET", "/{index}/_stats/{metric}"),
+    "tasks.get": ("GET", "/_tasks/{task_id}"),
+}
 
 
 CATCHES = {

@@ -858,6 +858,11 @@ pub fn both(a: DslQuery, b: DslQuery) -> DslQuery {
     Box::new(BooleanQuery::intersection(vec![a, b]))
 }
 
+/// `query` with its scores multiplied by `boost` (a dataset's `indices_boost`).
+pub fn scaled(query: DslQuery, boost: f32) -> DslQuery {
+    Box::new(BoostQuery::new(query, boost))
+}
+
 /// Any of `queries` (a union: scores add up).
 fn any_of(mut queries: Vec<Box<dyn Query>>) -> Box<dyn Query> {
     match queries.len() {
