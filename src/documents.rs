@@ -12,6 +12,7 @@ pub mod bulk;
 pub mod columns;
 pub mod mapping;
 pub mod source;
+pub mod update;
 
 use serde_json::{Map, Value};
 use strata_projections::{catalog::ColumnDef, schema::ColumnType};
@@ -119,6 +120,16 @@ impl Document {
 }
 
 impl Document {
+    /// The record as a JSON object again: dotted names nested, `@timestamp` in milliseconds.
+    pub fn to_source(&self) -> Map<String, Value> {
+        let mut object = Map::new();
+        object.insert(TIMESTAMP_FIELD.to_owned(), Value::from(self.timestamp));
+        for (name, value) in &self.fields {
+            source::insert(&mut object, name, value.clone());
+        }
+        object
+    }
+
     /// Gathers the fields flattened under each `geo_point` column of `columns` (`place.lat`
     /// and `place.lon`, or a GeoJSON object's `place.type` and `place.coordinates`) back into
     /// one object at the column's name, which the column reads as a point.

@@ -648,3 +648,142 @@ async fn enrich_gives_records_the_fields_of_the_matching_source_record() {
         assert!(message.contains(needle), "{message}");
     }
 }
+
+#[tokio::test]
+async fn updates_merge_partial_records_create_upserts_and_skip_noops() {
+    let s = setup();
+    let put = s
+        .platform
+        .send(
+            "PUT",
+            "/people/_doc/ann",
+            Some(&json!({"name": "Ann", "address": {"city": "Oslo"}, "age": 40})),
+        )
+        .await;
+    assert_eq!(put.status, 201, "{put:?}");
+    let answer = s
+        .platform
+        .send_ndjson(
+            "POST",
+            "/people/_bulk?_source_excludes=age",
+            &[
+                // Merged field by field, objects too; a new field grows a column.
+                json!({"update": {"_id": "ann"}}),
+                json!({"doc": {"address": {"zip": "0150"}, "team": "red"}}),
+                // The same again changes nothing.
+                json!({"update": {"_id": "ann", "_source": false}}),
+                json!({"doc": {"team": "red"}}),
+                json!({"update": {"_id": "nobody"}}),
+                json!({"doc": {"team": "blue"}}),
+                json!({"update": {"_id": "bob"}}),
+                json!({"doc": {"team": "blue"}, "upsert": {"name": "Bob", "team": "green"}}),
+                json!({"update": {"_id": "cy"}}),
+                json!({"doc": {"name": "Cy"}, "doc_as_upsert": true}),
+                // An update of a record written earlier in the same request.
+                json!({"index": {"_id": "dee"}}),
+                json!({"name": "Dee", "age": 30}),
+                json!({"update": {"_id": "dee"}}),
+                json!({"doc": {"age": 31}}),
+                json!({"update": {"_id": "ann"}}),
+                json!({"script": {"source": "ctx._source.age += 1"}}),
+                json!({"update": {}}),
+                json!({"doc": {"age": 1}}),
+            ],
+        )
+        .await;
+    assert_eq!(
+        summary(&answer),
+        vec![
+            item("update", "updated", 200),
+            item("update", "noop", 200),
+            item("update", "document_missing_exception", 404),
+            item("update", "created", 201),
+            item("update", "created", 201),
+            item("index", "created", 201),
+            item("update", "updated", 200),
+            item("update", "illegal_argument_exception", 400),
+            item("update", "action_request_validation_exception", 400),
+        ]
+    );
+    let items = &answer.body["items"];
+    assert_eq!(
+        items[0]["update"]["get"]["_source"],
+        json!({"name": "Ann", "address": {"city": "Oslo", "zip": "0150"}, "team": "red", "@timestamp": items[0]["update"]["get"]["_source"]["@timestamp"]})
+    );
+    assert!(items[1]["update"].get("get").is_none());
+    assert_eq!(
+        items[2]["update"]["error"]["reason"],
+        "[nobody]: document missing"
+    );
+
+    let source = |id: &str| {
+        let platform = s.platform.clone();
+        let path = format!("/people/_doc/{id}");
+        async move {
+            let got = platform.send("GET", &path, None).await;
+            assert_eq!(got.status, 200, "{got:?}");
+            got.body["_source"].clone()
+        }
+    };
+    let ann = source("ann").await;
+    assert_eq!(ann["address"], json!({"city": "Oslo", "zip": "0150"}));
+    assert_eq!(
+        (ann["age"].clone(), ann["team"].clone()),
+        (json!(40), json!("red"))
+    );
+    assert_eq!(source("bob").await["team"], "green");
+    assert_eq!(source("cy").await["name"], "Cy");
+    assert_eq!(source("dee").await["age"], 31);
+    // One live record per id: the updated ones replaced theirs.
+    let count = s.platform.send("GET", "/people/_count", None).await;
+    assert_eq!(count.body["count"], 4);
+    let rows = sql(&s.data, "SELECT team FROM people WHERE _id = 'ann'").await;
+    assert_eq!(rows, vec![json!({"team": "red"})]);
+
+    // The single-record update API.
+    let updated = s
+        .platform
+        .send(
+            "POST",
+            "/people/_update/bob?_source=true",
+            Some(&json!({"doc": {"team": "gold"}})),
+        )
+        .await;
+    assert_eq!(updated.status, 200, "{updated:?}");
+    assert_eq!(updated.body["result"], "updated");
+    assert_eq!(updated.body["get"]["_source"]["team"], "gold");
+    let missing = s
+        .platform
+        .send(
+            "POST",
+            "/people/_update/zed",
+            Some(&json!({"doc": {"a": 1}})),
+        )
+        .await;
+    assert_eq!(missing.status, 404, "{missing:?}");
+    assert_eq!(missing.body["error"]["type"], "document_missing_exception");
+
+    // An update of a dataset that does not exist finds no record, and creates nothing.
+    let answer = s
+        .platform
+        .send_ndjson(
+            "POST",
+            "/_bulk",
+            &[
+                json!({"update": {"_index": "nowhere", "_id": "1"}}),
+                json!({"doc": {"a": 1}}),
+            ],
+        )
+        .await;
+    assert_eq!(
+        summary(&answer),
+        vec![item("update", "document_missing_exception", 404)]
+    );
+    assert_eq!(
+        s.platform
+            .send("GET", "/nowhere/metadata", None)
+            .await
+            .status,
+        404
+    );
+}

@@ -19,7 +19,7 @@ pub enum Action {
     /// Create only if absent.
     Create,
     Delete,
-    /// Read (its record line is skipped) and refused: records are replaced whole by `index`.
+    /// Merge a partial record into a stored one (see [`super::update`]).
     Update,
 }
 
@@ -54,6 +54,9 @@ pub struct Operation {
     /// The action line's `require_alias`: the index must be an alias (never auto-created).
     /// `None`: the request's parameter decides.
     pub require_alias: Option<bool>,
+    /// An update's `_source` (on its action line, or the request's): what of the updated
+    /// record its item shows.
+    pub source: Option<Value>,
 }
 
 /// Action parameters read and not acted on: one shard, no routing, no retries needed.
@@ -63,7 +66,6 @@ const IGNORED_PARAMETERS: &[&str] = &[
     "dynamic_templates",
     "require_data_stream",
     "list_executed_pipelines",
-    "_source",
     "_type",
 ];
 
@@ -198,6 +200,7 @@ fn action_line(number: usize, text: &[u8]) -> Result<Operation, Error> {
         record: None,
         refusal: None,
         require_alias: None,
+        source: None,
     };
     let refuse = |refusal: Refusal, operation: &mut Operation| {
         operation.refusal.get_or_insert(refusal);
@@ -250,6 +253,12 @@ fn action_line(number: usize, text: &[u8]) -> Result<Operation, Error> {
                     )));
                 }
             },
+            // What an updated record's item shows; nothing for the other actions.
+            "_source" => {
+                if action == Action::Update {
+                    operation.source = Some(value);
+                }
+            }
             "require_alias" => {
                 operation.require_alias = Some(match &value {
                     Value::String(text) => text != "false",
@@ -278,14 +287,6 @@ fn action_line(number: usize, text: &[u8]) -> Result<Operation, Error> {
         }
     }
     operation.action = action;
-    if action == Action::Update {
-        refuse(
-            Refusal::illegal(
-                "the update action is not supported; send the whole record with index",
-            ),
-            &mut operation,
-        );
-    }
     Ok(operation)
 }
 
@@ -365,7 +366,6 @@ mod tests {
     fn some_actions_fail_only_their_item() {
         let ops = parsed(concat!(
             "{\"index\": {\"_id\": \"\"}}\n{}\n",
-            "{\"update\": {\"_id\": \"1\"}}\n{\"doc\": {}}\n",
             "{\"index\": {\"version\": 3}}\n{}\n",
             "{\"index\": {\"pipeline\": \"p\"}}\n{}\n",
         ))
@@ -375,9 +375,8 @@ mod tests {
             .map(|o| o.refusal.clone().unwrap().reason)
             .collect();
         assert_eq!(reasons[0], "if _id is specified it must not be empty");
-        assert!(reasons[1].contains("update action is not supported"));
-        assert!(reasons[2].contains("[version] is not supported"));
-        assert!(reasons[3].contains("pipeline with id [p] does not exist"));
+        assert!(reasons[1].contains("[version] is not supported"));
+        assert!(reasons[2].contains("pipeline with id [p] does not exist"));
         let long = format!(
             "{{\"index\": {{\"_id\": \"{}\"}}}}\n{{}}\n",
             "x".repeat(513)

@@ -77,6 +77,43 @@ impl SourceFilter {
     }
 }
 
+/// `source` as `filter` keeps it (its fields by their dotted paths); `None` for `_source:
+/// false`.
+pub fn filtered(source: &Map<String, Value>, filter: &SourceFilter) -> Option<Value> {
+    fn walk(
+        prefix: &str,
+        object: &Map<String, Value>,
+        filter: &SourceFilter,
+        out: &mut Map<String, Value>,
+    ) {
+        for (key, value) in object {
+            let path = match prefix.is_empty() {
+                true => key.clone(),
+                false => format!("{prefix}.{key}"),
+            };
+            match value {
+                Value::Object(inner) if !filter.keeps(&path) || !filter.excludes.is_empty() => {
+                    let mut kept = Map::new();
+                    walk(&path, inner, filter, &mut kept);
+                    if !kept.is_empty() {
+                        out.insert(key.clone(), Value::Object(kept));
+                    }
+                }
+                _ if filter.keeps(&path) => {
+                    out.insert(key.clone(), value.clone());
+                }
+                _ => {}
+            }
+        }
+    }
+    if filter.none {
+        return None;
+    }
+    let mut out = Map::new();
+    walk("", source, filter, &mut out);
+    Some(Value::Object(out))
+}
+
 /// A value of a column as JSON; `None` for null.
 pub fn json_value(column: &dyn Array, row: usize) -> Option<Value> {
     if column.is_null(row) {

@@ -15,6 +15,8 @@
 //!
 //! Nothing a request refuses as a whole is written; an item that fails is left out alone.
 
+mod resolve;
+
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use arrow::array::{BooleanArray, RecordBatch};
@@ -34,12 +36,14 @@ use super::{
 };
 use crate::{
     documents::{
-        self, Document, ID_FIELD, Refusal,
+        self, Document, Refusal,
         bulk::{self, Operation},
         columns,
+        update::Update,
     },
     error::{Error, Result},
 };
+use resolve::{Request, Resolved, read_update, resolve, stored_sources};
 
 /// How long a bulk request waits for a dataset's leader (or the catalog's, to create a dataset or
 /// grow its columns) busy with another write before its items fail with 429 (Elasticsearch
@@ -64,6 +68,20 @@ pub struct BulkItem {
     pub index: String,
     pub id: Option<String>,
     pub outcome: Outcome,
+    /// An update's record as it is after the update, as its `_source` asks (`get._source`).
+    pub get: Option<serde_json::Value>,
+}
+
+/// What became of one operation of a dataset's: its `_id`, its outcome, and an update's `get`.
+type Applied = (String, Outcome, Option<serde_json::Value>);
+
+/// The refusal of an update of a record that does not exist (and no upsert).
+fn document_missing(id: &str) -> Refusal {
+    Refusal::new(
+        "document_missing_exception",
+        404,
+        format!("[{id}]: document missing"),
+    )
 }
 
 impl Outcome {
@@ -92,15 +110,6 @@ fn refusal_of(error: &Error, index: &str) -> Refusal {
         }
         _ => Refusal::new("exception", 500, reason),
     }
-}
-
-/// The resolution of one `_id` while a request's operations are applied in order.
-enum Slot {
-    /// Live rows of the dataset that hold it.
-    Stored(RoaringTreemap),
-    /// A record of this request, by its row in the request's batch.
-    Pending(usize),
-    Absent,
 }
 
 impl Engine {
@@ -132,6 +141,7 @@ impl Engine {
                             .unwrap_or_default(),
                         id: operation.id.clone(),
                         outcome: Outcome::Failed(refusal.clone()),
+                        get: None,
                     })
                     .collect();
             }
@@ -177,6 +187,7 @@ impl Engine {
                     index,
                     id: operation.id.clone(),
                     outcome: Outcome::Failed(refusal),
+                    get: None,
                 }),
                 None => {
                     match groups.iter_mut().find(|(name, _)| *name == index) {
@@ -188,6 +199,7 @@ impl Engine {
                         index,
                         id: operation.id.clone(),
                         outcome: Outcome::done("noop", 200),
+                        get: None,
                     });
                 }
             }
@@ -199,15 +211,23 @@ impl Engine {
                 .await;
             match outcome {
                 Ok(done) => {
-                    for (&i, (id, outcome)) in members.iter().zip(done) {
+                    for (&i, (id, outcome, get)) in members.iter().zip(done) {
                         items[i].id = Some(id);
                         items[i].outcome = outcome;
+                        items[i].get = get;
                     }
                 }
                 Err(error) => {
                     let refusal = refusal_of(&error, &name);
                     for &i in &members {
-                        items[i].outcome = Outcome::Failed(refusal.clone());
+                        // As in Elasticsearch, an update finds no record in a dataset that
+                        // does not exist.
+                        items[i].outcome = Outcome::Failed(match (&error, items[i].action) {
+                            (Error::DatasetNotFound(_), bulk::Action::Update) => {
+                                document_missing(items[i].id.as_deref().unwrap_or_default())
+                            }
+                            _ => refusal.clone(),
+                        });
                     }
                 }
             }
@@ -215,8 +235,8 @@ impl Engine {
         items
     }
 
-    /// Applies the operations on dataset `name`, creating it for an index or create: each
-    /// operation's `_id` and outcome.
+    /// Applies the operations on dataset `name`, creating it for an index or create (or an
+    /// update with an upsert): what became of each.
     async fn bulk_into(
         &self,
         principal: &PlatformPrincipal,
@@ -224,19 +244,41 @@ impl Engine {
         operations: &[&Operation],
         now: i64,
         origin: &Origin,
-    ) -> Result<Vec<(String, Outcome)>> {
+    ) -> Result<Vec<Applied>> {
         self.authorize(principal, Action::RecordWrite, name)?;
-        // The records, read once, before any permit.
+        // The records, read once, before any permit. An update's record is its upsert; its
+        // partial record is planned for columns beside the records.
         let mut ids = Vec::with_capacity(operations.len());
         let mut outcomes: Vec<Option<Outcome>> = Vec::with_capacity(operations.len());
         let mut documents: Vec<Option<Document>> = Vec::with_capacity(operations.len());
+        let mut updates: Vec<Option<Update>> = Vec::with_capacity(operations.len());
+        let mut partials: Vec<Option<Document>> = Vec::with_capacity(operations.len());
         let mut generated = vec![false; operations.len()];
         for (k, operation) in operations.iter().enumerate() {
             let id = operation.id.clone().unwrap_or_else(|| {
-                generated[k] = operation.action != bulk::Action::Delete;
+                generated[k] =
+                    matches!(operation.action, bulk::Action::Index | bulk::Action::Create);
                 documents::generate_id()
             });
+            let mut update = None;
+            let mut partial = None;
             let (document, outcome) = match (operation.action, &operation.record) {
+                (bulk::Action::Update, _) if operation.id.is_none() => (
+                    None,
+                    Some(Outcome::Failed(Refusal::new(
+                        "action_request_validation_exception",
+                        400,
+                        "Validation Failed: 1: id is missing;",
+                    ))),
+                ),
+                (bulk::Action::Update, Some(record)) => match read_update(record, &id, now) {
+                    Ok((read, doc, created)) => {
+                        update = Some(read);
+                        partial = Some(doc);
+                        (created, None)
+                    }
+                    Err(refusal) => (None, Some(Outcome::Failed(refusal))),
+                },
                 (bulk::Action::Delete, _) if operation.id.is_none() => (
                     None,
                     Some(Outcome::Failed(Refusal::new(
@@ -260,6 +302,8 @@ impl Engine {
             ids.push(id);
             documents.push(document);
             outcomes.push(outcome);
+            updates.push(update);
+            partials.push(partial);
         }
         let writes = documents.iter().filter(|d| d.is_some()).count() as u64;
         let account = &principal.account;
@@ -279,10 +323,12 @@ impl Engine {
             Err(error) => return Err(error),
         };
         // A geo point written as an object was flattened like any object: gather it again.
-        for document in documents.iter_mut().flatten() {
+        for document in documents.iter_mut().chain(partials.iter_mut()).flatten() {
             document.gather_points(&def.columns);
         }
-        let _reservation = match writes {
+        // An update writes its record again.
+        let rewrites = updates.iter().filter(|u| u.is_some()).count() as u64;
+        let _reservation = match writes + rewrites {
             0 => None,
             rows => {
                 // At most one vector a record, in a dataset with a vector field.
@@ -294,17 +340,20 @@ impl Engine {
         // progress, so this request keeps trying as long as it would wait for a busy writer.
         let deadline = tokio::time::Instant::now() + BULK_WAIT;
         while tokio::time::Instant::now() < deadline {
-            // Plan the columns; grow them first when the records need it.
+            // Plan the columns (of the records, then of the updates' partial records); grow
+            // them first when the records need it.
             let candidates: Vec<Option<&Document>> = documents
                 .iter()
                 .zip(&outcomes)
+                .chain(partials.iter().zip(&outcomes))
                 .map(|(d, o)| d.as_ref().filter(|_| o.is_none()))
                 .collect();
             let (columns, refusals) =
                 columns::grow(&def.columns, &columns::Formats::of(&def), &candidates);
-            for (outcome, refusal) in outcomes.iter_mut().zip(refusals) {
+            let count = operations.len();
+            for (k, refusal) in refusals.into_iter().enumerate() {
                 if let Some(refusal) = refusal {
-                    *outcome = Some(Outcome::Failed(refusal));
+                    outcomes[k % count] = Some(Outcome::Failed(refusal));
                 }
             }
             if columns != def.columns {
@@ -342,7 +391,42 @@ impl Engine {
                 _ => return Err(Error::DatasetNotFound(name.to_owned())),
             }
             let snapshot = permit.snapshot();
-            let resolved = resolve(operations, &ids, &generated, &placed, &outcomes, &snapshot)?;
+            let request = Request {
+                operations,
+                ids: &ids,
+                generated: &generated,
+                documents: &documents,
+                updates: &updates,
+                now,
+            };
+            let stored = stored_sources(&request, &outcomes, &snapshot).await?;
+            // An updated record that does not fit the columns (they changed meanwhile) fails
+            // its item; the request is resolved again without it.
+            let mut decided = outcomes.clone();
+            let (resolved, batch) = loop {
+                let resolved = resolve(&request, &placed, &decided, &stored, &def, &snapshot)?;
+                let merged: Vec<Option<&Document>> =
+                    resolved.merged.iter().map(|(_, d)| Some(d)).collect();
+                let (extra, fits) = columns::rows(&def, &merged)
+                    .map_err(|refusal| Error::BadRequest(refusal.reason))?;
+                match fits
+                    .into_iter()
+                    .zip(&resolved.merged)
+                    .find(|(f, _)| f.is_err())
+                {
+                    Some((Err(refusal), (k, _))) => {
+                        decided[*k] = Some(Outcome::Failed(
+                            refusal.unwrap_or_else(|| Refusal::parsing("not applied")),
+                        ));
+                    }
+                    _ => {
+                        let batch =
+                            arrow::compute::concat_batches(&batch.schema(), [&batch, &extra])
+                                .map_err(|e| Error::Internal(e.to_string()))?;
+                        break (resolved, batch);
+                    }
+                }
+            };
             let written = self
                 .commit(&mut permit, &runtime, &def, batch, &resolved, origin)
                 .await;
@@ -351,7 +435,12 @@ impl Engine {
                     let outcomes = resolved.outcomes.into_iter().map(|o| {
                         o.unwrap_or_else(|| Outcome::Failed(Refusal::parsing("not applied")))
                     });
-                    return Ok(ids.into_iter().zip(outcomes).collect());
+                    return Ok(ids
+                        .into_iter()
+                        .zip(outcomes)
+                        .zip(resolved.gets)
+                        .map(|((id, outcome), get)| (id, outcome, get))
+                        .collect());
                 }
                 // Another leader of the partition took it over meanwhile (on this node, the
                 // runtime that replaced this one): the event is void or was never written. Again.
@@ -416,102 +505,6 @@ impl Engine {
     }
 }
 
-/// What applying a dataset's operations in request order comes to.
-struct Resolved {
-    /// Each operation's outcome.
-    outcomes: Vec<Option<Outcome>>,
-    /// Which rows of the request's batch are written.
-    keep: Vec<bool>,
-    /// Live rows replaced or deleted.
-    tombstones: RoaringTreemap,
-}
-
-/// Resolves each operation's `_id` against the live records of `snapshot` and the operations
-/// before it. `outcomes` holds the operations already decided (failed); `placed`, each record's
-/// row in the batch.
-fn resolve(
-    operations: &[&Operation],
-    ids: &[String],
-    generated: &[bool],
-    placed: &[columns::Placement],
-    outcomes: &[Option<Outcome>],
-    snapshot: &TableSnapshot,
-) -> Result<Resolved> {
-    let mut outcomes = outcomes.to_vec();
-    let mut slots: HashMap<&str, Slot> = HashMap::new();
-    let rows = placed.iter().filter(|p| p.is_ok()).count();
-    let mut keep = vec![false; rows];
-    let mut tombstones = RoaringTreemap::new();
-    for (k, operation) in operations.iter().enumerate() {
-        if outcomes[k].is_some() {
-            continue;
-        }
-        let row = match &placed[k] {
-            Ok(row) => Some(*row),
-            Err(Some(refusal)) => {
-                outcomes[k] = Some(Outcome::Failed(refusal.clone()));
-                continue;
-            }
-            Err(None) => None,
-        };
-        let id = ids[k].as_str();
-        let slot = match slots.remove(id) {
-            Some(slot) => slot,
-            None if generated[k] => Slot::Absent,
-            None => lookup(snapshot, id)?,
-        };
-        let (next, outcome) = match (operation.action, slot, row) {
-            (bulk::Action::Create, slot @ (Slot::Stored(_) | Slot::Pending(_)), _) => (
-                slot,
-                Outcome::Failed(Refusal::new(
-                    "version_conflict_engine_exception",
-                    409,
-                    format!(
-                        "[{id}]: version conflict, document already exists (current version [1])"
-                    ),
-                )),
-            ),
-            (bulk::Action::Create | bulk::Action::Index, slot, Some(row)) => {
-                let (result, status) = match slot {
-                    Slot::Stored(rows) => {
-                        tombstones |= rows;
-                        ("updated", 200)
-                    }
-                    Slot::Pending(previous) => {
-                        keep[previous] = false;
-                        ("updated", 200)
-                    }
-                    Slot::Absent => ("created", 201),
-                };
-                keep[row] = true;
-                (Slot::Pending(row), Outcome::done(result, status))
-            }
-            (bulk::Action::Delete, Slot::Stored(rows), _) => {
-                tombstones |= rows;
-                (Slot::Absent, Outcome::done("deleted", 200))
-            }
-            (bulk::Action::Delete, Slot::Pending(previous), _) => {
-                keep[previous] = false;
-                (Slot::Absent, Outcome::done("deleted", 200))
-            }
-            (bulk::Action::Delete, Slot::Absent, _) => {
-                (Slot::Absent, Outcome::done("not_found", 404))
-            }
-            (_, slot, _) => (
-                slot,
-                Outcome::Failed(Refusal::parsing("the record could not be read")),
-            ),
-        };
-        slots.insert(id, next);
-        outcomes[k] = Some(outcome);
-    }
-    Ok(Resolved {
-        outcomes,
-        keep,
-        tombstones,
-    })
-}
-
 /// The permit of dataset `name`'s leader, waiting at most [`BULK_WAIT`] for writes in flight;
 /// `None` when the leader could not take the partition because another took it at the same
 /// moment (on this node: a runtime with grown columns replacing `table`): plan again.
@@ -527,15 +520,6 @@ async fn dataset_permit<'a>(
             "dataset {name:?} is busy with other writes; retry after the Retry-After interval"
         ))),
     }
-}
-
-/// The live rows of `snapshot` whose `_id` is `id`.
-fn lookup(snapshot: &TableSnapshot, id: &str) -> Result<Slot> {
-    let rows = snapshot.exact_match(ID_FIELD, id, &None)?;
-    Ok(match rows.is_empty() {
-        true => Slot::Absent,
-        false => Slot::Stored(rows),
-    })
 }
 
 /// How many of `ids` hold a vector in `snapshot`.
@@ -796,6 +780,7 @@ impl Engine {
                     ),
                     refusal: None,
                     require_alias: None,
+                    source: None,
                 });
             }
         }

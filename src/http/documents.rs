@@ -91,10 +91,13 @@ async fn run(
 ) -> Result<Response, PlatformError> {
     let started = Instant::now();
     check_content_type(headers).map_err(failed)?;
-    let require_alias = check_parameters(uri).map_err(failed)?;
+    let params = check_parameters(uri).map_err(failed)?;
     let mut operations = bulk::parse(&body).map_err(failed)?;
     for operation in &mut operations {
-        operation.require_alias.get_or_insert(require_alias);
+        operation.require_alias.get_or_insert(params.require_alias);
+        if operation.action == bulk::Action::Update && operation.source.is_none() {
+            operation.source = params.source.clone();
+        }
     }
     let items = state
         .engine
@@ -132,11 +135,45 @@ fn check_content_type(headers: &HeaderMap) -> Result<(), Error> {
     )))
 }
 
-/// Refuses parameters bulk does not know; whether `require_alias` is set.
-fn check_parameters(uri: &Uri) -> Result<bool, Error> {
+/// What a bulk request's parameters say.
+#[derive(Debug, Default)]
+struct BulkParams {
+    /// Every item's target must be an alias, unless its action line says otherwise.
+    require_alias: bool,
+    /// What of each updated record its item shows, unless its action says otherwise:
+    /// `_source`, `_source_includes` and `_source_excludes` as one `_source` value.
+    source: Option<Value>,
+}
+
+/// Folds a `_source`, `_source_includes` or `_source_excludes` parameter into one `_source`
+/// value (`true`, `false`, a list, or `{includes, excludes}`).
+fn source_param(name: &str, value: &str, source: &mut Option<Value>) {
+    let list = |value: &str| json!(value.split(',').collect::<Vec<_>>());
+    match name {
+        "_source" => {
+            *source = Some(match value {
+                "true" => json!(true),
+                "false" => json!(false),
+                _ => list(value),
+            })
+        }
+        _ => {
+            let key = &name["_source_".len()..];
+            let mut spec = match source.take() {
+                Some(Value::Object(spec)) => spec,
+                _ => Map::new(),
+            };
+            spec.insert(key.to_owned(), list(value));
+            *source = Some(Value::Object(spec));
+        }
+    }
+}
+
+/// Refuses parameters bulk does not know; what the others say.
+fn check_parameters(uri: &Uri) -> Result<BulkParams, Error> {
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(uri.query().unwrap_or(""))
         .map_err(|e| Error::BadRequest(format!("invalid query parameters: {e}")))?;
-    let mut require_alias = false;
+    let mut params = BulkParams::default();
     for (name, value) in pairs {
         match name.as_str() {
             "pipeline" => {
@@ -144,7 +181,10 @@ fn check_parameters(uri: &Uri) -> Result<bool, Error> {
                     "pipeline with id [{value}] does not exist"
                 )));
             }
-            "require_alias" => require_alias = value != "false",
+            "require_alias" => params.require_alias = value != "false",
+            "_source" | "_source_includes" | "_source_excludes" => {
+                source_param(&name, &value, &mut params.source)
+            }
             name if BULK_PARAMETERS.contains(&name) => {}
             other => {
                 return Err(Error::BadRequest(format!(
@@ -154,7 +194,7 @@ fn check_parameters(uri: &Uri) -> Result<bool, Error> {
             }
         }
     }
-    Ok(require_alias)
+    Ok(params)
 }
 
 /// One item of the response, keyed by its action.
@@ -173,6 +213,12 @@ fn item_json(item: &BulkItem) -> Value {
                 );
             }
             body.insert("status".into(), json!(status));
+            if let Some(source) = &item.get {
+                body.insert(
+                    "get".into(),
+                    json!({"_seq_no": 0, "_primary_term": 1, "found": true, "_source": source}),
+                );
+            }
         }
         Outcome::Failed(refusal) => {
             body.insert("status".into(), json!(refusal.status));
@@ -929,10 +975,19 @@ fn single_operation(
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(uri.query().unwrap_or(""))
         .map_err(|e| Error::BadRequest(format!("invalid query parameters: {e}")))?;
     let mut action = action;
+    let mut source = None;
     for (name, value) in pairs {
         match name.as_str() {
-            "op_type" if value == "create" => action = bulk::Action::Create,
-            "op_type" if value == "index" => {}
+            "op_type" if value == "create" && action == bulk::Action::Index => {
+                action = bulk::Action::Create
+            }
+            "op_type" if value == "index" && action == bulk::Action::Index => {}
+            "_source" | "_source_includes" | "_source_excludes"
+                if action == bulk::Action::Update =>
+            {
+                source_param(&name, &value, &mut source)
+            }
+            "retry_on_conflict" if action == bulk::Action::Update => {}
             "refresh"
             | "timeout"
             | "wait_for_active_shards"
@@ -962,11 +1017,13 @@ fn single_operation(
         record,
         refusal: None,
         require_alias: None,
+        source,
     })
 }
 
 /// PUT|POST /{dataset}/_doc/{id} creates or replaces the record with this id; PUT|POST
-/// /{dataset}/_create/{id} creates it only if no record has this id.
+/// /{dataset}/_create/{id} creates it only if no record has this id; POST
+/// /{dataset}/_update/{id} merges the body's `doc` into it (or creates its `upsert`).
 pub async fn put_doc(
     State(state): State<AppState>,
     Extension(principal): Extension<PlatformPrincipal>,
@@ -975,9 +1032,13 @@ pub async fn put_doc(
     uri: Uri,
     body: Bytes,
 ) -> Result<Response, PlatformError> {
-    let action = match uri.path().contains("/_create/") {
-        true => bulk::Action::Create,
-        false => bulk::Action::Index,
+    let path = uri.path();
+    let action = if path.contains("/_create/") {
+        bulk::Action::Create
+    } else if path.contains("/_update/") {
+        bulk::Action::Update
+    } else {
+        bulk::Action::Index
     };
     let operation = single_operation(action, Some(id), Some(body), &uri).map_err(failed)?;
     Ok(single(&state, &principal, &request_id, operation, &dataset).await)

@@ -78,6 +78,7 @@ pub fn routes(state: AppState) -> Router {
                 .post(documents::put_doc)
                 .delete(documents::delete_doc),
         )
+        .route("/{name}/_update/{id}", post(documents::put_doc))
         .route(
             "/{name}/_create/{id}",
             put(documents::put_doc).post(documents::put_doc),

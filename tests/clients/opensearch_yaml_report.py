@@ -23,8 +23,8 @@ def cause(reason):
         found = re.search(pattern, reason)
         if found:
             return text.format(found.group(1))
-    if "update" in reason:
-        return "the bulk `update` action is refused (records are replaced whole with index)"
+    if "stack_trace" in reason:
+        return "`error_trace` stack traces are Java's: none are given"
     if "_ignored" in reason or "failed to parse field [my_date]" in reason:
         return "`ignore_malformed` and the `_ignored` field are not served"
     if "conflict" in reason:
@@ -38,14 +38,10 @@ def cause(reason):
     if re.search(r"task|slices|batches", reason):
         return ("a delete by query runs to completion in its request: no tasks "
                 "(`wait_for_completion=false`), and `slices=auto` is one slice (one partition)")
-    if "stack_trace" in reason:
-        return "`error_trace` stack traces are Java's: none are given"
     if re.search(r'got "\[', reason):
         return "an array of values is kept as its JSON text: multi-valued fields are not served yet"
     if re.search(r"nanos|\d{19}|\.\d{6}\b", reason):
         return "dates keep milliseconds: `date_nanos` values lose their nanoseconds"
-    if "items." in reason and "created" in reason:
-        return "index aliases are not served (`aliases` in a create, `require_alias` targets)"
     if "outside the dates an index holds" in reason:
         return "dates past 2262 are refused (a document index keeps nanoseconds in 64 bits)"
     if "matched_queries" in reason:
