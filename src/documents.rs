@@ -209,10 +209,30 @@ fn flatten(
         match value {
             Value::Null => {}
             Value::Object(inner) => flatten(&format!("{name}."), inner, out)?,
+            // Several values of one field, as Elasticsearch reads an array: arrays in it are
+            // its values too, nulls are none, and an empty array is no value.
+            Value::Array(items) => {
+                let mut values = Vec::with_capacity(items.len());
+                flatten_values(items, &mut values);
+                if !values.is_empty() {
+                    out.push((name, Value::Array(values)));
+                }
+            }
             value => out.push((name, value)),
         }
     }
     Ok(())
+}
+
+/// The values of an array, arrays in it flattened, nulls left out.
+fn flatten_values(items: Vec<Value>, out: &mut Vec<Value>) {
+    for item in items {
+        match item {
+            Value::Null => {}
+            Value::Array(inner) => flatten_values(inner, out),
+            item => out.push(item),
+        }
+    }
 }
 
 /// A new record id: 20 URL-safe characters, time-ordered (a version 7 UUID's first 15 bytes).

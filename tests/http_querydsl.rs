@@ -1482,3 +1482,122 @@ async fn declared_date_formats_read_print_sort_and_bucket() {
         .collect();
     assert!(times.contains(&&json!("2019-10-21 00:30:04.828")), "{aggs}");
 }
+
+#[tokio::test]
+async fn arrays_are_several_values_of_a_field_in_segments_and_the_memtable() {
+    let dir = tempfile::tempdir().unwrap();
+    let flush = ["--set", "tables.flush_rows=3"];
+    let server = Server::start(dir.path(), &flush);
+    let client = Signed::new(&server, &root_user(dir.path(), "acme"));
+    let line = |id: &str, record: Value| vec![json!({"index": {"_id": id}}), record];
+    // Three records with one tag each go to a segment, whose `tags` is a column of one value.
+    let first: Vec<Value> = [
+        line("a", json!({"tags": "red", "n": 5})),
+        line("b", json!({"tags": "blue", "n": 1})),
+        line("c", json!({"tags": "green", "n": 9})),
+    ]
+    .concat();
+    let written = client.send_ndjson("POST", "/items/_bulk", &first).await;
+    assert_eq!(written.body["errors"], false, "{written:?}");
+    let indexes = dir.path().join("indexes");
+    let flushed = || {
+        let indexes = indexes.clone();
+        async move { docs_dirs(&indexes) == 1 }
+    };
+    assert!(
+        common::eventually(10, flushed).await,
+        "no segment was flushed"
+    );
+    // Arrays make the columns lists; the older records read as lists of one.
+    let second: Vec<Value> = [
+        line("d", json!({"tags": ["red", "blue"], "n": [2, 20]})),
+        line(
+            "e",
+            json!({"tags": ["green"], "n": [7, -3, 4], "empty": []}),
+        ),
+    ]
+    .concat();
+    let written = client.send_ndjson("POST", "/items/_bulk", &second).await;
+    assert_eq!(written.body["errors"], false, "{written:?}");
+
+    let ids = |answer: &common::Answer| -> Vec<String> {
+        assert_eq!(answer.status, 200, "{answer:?}");
+        answer.body["hits"]["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let search = |body: Value| {
+        let client = client.clone();
+        async move { client.send("POST", "/items/_search", Some(&body)).await }
+    };
+    // A term matches any of a record's values.
+    let red = search(json!({"query": {"term": {"tags": "red"}}, "sort": ["_id"]})).await;
+    assert_eq!(ids(&red), ["a", "d"]);
+    let big = search(json!({"query": {"range": {"n": {"gte": 10}}}})).await;
+    assert_eq!(ids(&big), ["d"]);
+    // Sorts pick a value by mode: the least ascending, the greatest descending by default.
+    let by_max = search(json!({"sort": [{"n": "desc"}]})).await;
+    assert_eq!(ids(&by_max), ["d", "c", "e", "a", "b"]);
+    assert_eq!(by_max.body["hits"]["hits"][0]["sort"], json!([20]));
+    let by_min = search(json!({"sort": [{"n": "asc"}]})).await;
+    assert_eq!(ids(&by_min), ["e", "b", "d", "a", "c"]);
+    let by_sum = search(json!({"sort": [{"n": {"order": "desc", "mode": "sum"}}]})).await;
+    assert_eq!(ids(&by_sum), ["d", "c", "e", "a", "b"]);
+    assert_eq!(by_sum.body["hits"]["hits"][0]["sort"], json!([22]));
+    let by_avg = search(json!({"sort": [{"n": {"order": "asc", "mode": "avg"}}]})).await;
+    assert_eq!(by_avg.body["hits"]["hits"][0]["sort"], json!([1]));
+    assert_eq!(ids(&by_avg), ["b", "e", "a", "c", "d"]);
+    // A terms aggregation counts each value once per record.
+    let terms = search(json!({"size": 0, "aggs": {"t": {"terms": {"field": "tags"}}}})).await;
+    let buckets: Vec<(String, u64)> = terms.body["aggregations"]["t"]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["key"].as_str().unwrap().to_owned(),
+                b["doc_count"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        buckets,
+        [
+            ("blue".to_owned(), 2),
+            ("green".to_owned(), 2),
+            ("red".to_owned(), 2)
+        ]
+    );
+    // `_source` gives the arrays back; the older records, a list of one value.
+    let d = client.send("GET", "/items/_doc/d", None).await;
+    assert_eq!(d.body["_source"]["tags"], json!(["red", "blue"]));
+    assert_eq!(d.body["_source"]["n"], json!([2, 20]));
+    assert!(d.body["_source"].get("empty").is_none());
+    let a = client.send("GET", "/items/_doc/a", None).await;
+    assert_eq!(a.body["_source"]["tags"], json!(["red"]));
+    // The mapping shows the values' type.
+    let mapping = client.send("GET", "/items/_mapping", None).await;
+    assert_eq!(
+        mapping.body["items"]["mappings"]["properties"]["n"],
+        json!({"type": "long"})
+    );
+    // SQL reads the lists, the segment's values cast to them.
+    let data = server.client(&common::account_with_key(dir.path(), "acme", None));
+    let sql =
+        json!({"sql": "SELECT _id, tags, array_length(n, 1) AS values FROM items ORDER BY _id"});
+    let rows = data.post_json("/v1/query_sql/default", &sql).await;
+    assert_eq!(rows.status, 200, "{rows:?}");
+    assert_eq!(
+        rows.body["data"],
+        json!([
+            {"_id": "a", "tags": ["red"], "values": 1},
+            {"_id": "b", "tags": ["blue"], "values": 1},
+            {"_id": "c", "tags": ["green"], "values": 1},
+            {"_id": "d", "tags": ["red", "blue"], "values": 2},
+            {"_id": "e", "tags": ["green"], "values": 3},
+        ])
+    );
+}

@@ -2,11 +2,14 @@
 //!
 //! A new field gets a column of the type its first value has (bool; int64 for a whole number;
 //! float64 for another number; `timestamp[ms,UTC]` for a string that is a date; utf8 for any
-//! other string, and for arrays, whose JSON text it holds). A value that does not fit its
-//! column is converted when it can be without loss (`"42"` into an int64 column, a whole
-//! number into float64, Unix milliseconds into a date); otherwise the column changes type,
-//! once and for good: an int64 column meeting a fraction becomes float64, any other becomes
-//! utf8 (text), and earlier rows read as text (ADR 5).
+//! other string). An array is several values of one field, as in Elasticsearch: a `list<T>`
+//! column, `T` by its first value and widened to fit the others (an array holding objects is
+//! kept as its JSON text). A value that does not fit its column is converted when it can be
+//! without loss (`"42"` into an int64 column, a whole number into float64, Unix milliseconds
+//! into a date, one value into a list of one); otherwise the column changes type, once and for
+//! good: an int64 column meeting a fraction becomes float64, a scalar column meeting an array a
+//! list, any other becomes utf8 (text, or a list of texts), and earlier rows read in the new
+//! type (ADR 5).
 
 use std::{collections::HashMap, sync::Arc};
 
@@ -38,6 +41,11 @@ const DATE: ColumnType = ColumnType::Timestamp {
     utc: true,
 };
 
+/// Whether an array holds objects: kept as its JSON text, not as several values.
+fn holds_objects(items: &[Value]) -> bool {
+    items.iter().any(Value::is_object)
+}
+
 /// The type of a new column whose first value is `value`.
 fn inferred(value: &Value) -> ColumnType {
     match value {
@@ -45,6 +53,22 @@ fn inferred(value: &Value) -> ColumnType {
         Value::Number(n) if n.is_i64() => ColumnType::Int64,
         Value::Number(_) => ColumnType::Float64,
         Value::String(text) if parse_date(text).is_some_and(dates::indexable) => DATE,
+        Value::Array(items) if !holds_objects(items) => {
+            // The first value's type, widened until every value fits.
+            let mut item = items.first().map_or(ColumnType::Utf8, inferred);
+            for value in items {
+                while cell(&item, None, value).is_none() {
+                    match widened(&item, None, value) {
+                        Some(to) if to != item => item = to,
+                        _ => {
+                            item = ColumnType::Utf8;
+                            break;
+                        }
+                    }
+                }
+            }
+            ColumnType::List(Box::new(item))
+        }
         _ => ColumnType::Utf8,
     }
 }
@@ -59,6 +83,8 @@ enum Cell {
     Millis(i64),
     Point(geo::Point),
     Vector(Vec<f32>),
+    /// The values of a multi-valued field.
+    List(Vec<Cell>),
 }
 
 /// The date formats a dataset's mapping declares, read once per request.
@@ -92,13 +118,38 @@ fn cell(column: &ColumnType, format: Option<&DateFormat>, value: &Value) -> Opti
     }
 }
 
+/// Whether a column is a date column, or a list of dates (a declared format reads them).
+fn is_date(column: &ColumnType) -> bool {
+    match column {
+        ColumnType::List(item) => **item == DATE,
+        column => *column == DATE,
+    }
+}
+
 fn cell_any(column: &ColumnType, format: Option<&DateFormat>, value: &Value) -> Option<Cell> {
     if let Some(format) = format
         && *column == DATE
+        && !value.is_array()
     {
         return format.read(value).map(Cell::Millis);
     }
     match (column, value) {
+        // Several values, each in the item type; one value is a list of one.
+        (ColumnType::List(item), Value::Array(items)) => items
+            .iter()
+            .map(|value| cell(item, format, value))
+            .collect::<Option<Vec<Cell>>>()
+            .map(Cell::List),
+        (ColumnType::List(item), value) => cell(item, format, value).map(|c| Cell::List(vec![c])),
+        // An array in a column of one value: the column becomes a list (an array of objects
+        // is text).
+        (ColumnType::Utf8, Value::Array(items)) if !holds_objects(items) => None,
+        (_, Value::Array(items))
+            if !holds_objects(items)
+                && !matches!(column, ColumnType::GeoPoint | ColumnType::Vector { .. }) =>
+        {
+            None
+        }
         (ColumnType::Utf8, Value::String(s)) => Some(Cell::Text(s.clone())),
         (ColumnType::Utf8, Value::Bool(b)) => Some(Cell::Text(b.to_string())),
         (ColumnType::Utf8, Value::Number(n)) => Some(Cell::Text(n.to_string())),
@@ -145,12 +196,32 @@ fn whole(f: f64) -> bool {
 }
 
 /// The type a `column` column takes to hold `value` too; `None` when it cannot change (a type
-/// dynamic mapping never makes, such as a vector).
-fn widened(column: &ColumnType, value: &Value) -> Option<ColumnType> {
-    match column {
-        ColumnType::Int64 if matches!(value, Value::Number(_)) => Some(ColumnType::Float64),
-        ColumnType::Int64 | ColumnType::Float64 | ColumnType::Bool => Some(ColumnType::Utf8),
-        column if *column == DATE => Some(ColumnType::Utf8),
+/// dynamic mapping never makes, such as a vector). `format`: a date column's declared format.
+fn widened(column: &ColumnType, format: Option<&DateFormat>, value: &Value) -> Option<ColumnType> {
+    match (column, value) {
+        // The items of a list widen until they hold every value of the array.
+        (ColumnType::List(item), Value::Array(items)) => {
+            let mut item = (**item).clone();
+            for value in items {
+                if cell(&item, format, value).is_none() {
+                    item = widened(&item, format, value)
+                        .filter(|_| format.is_none())
+                        .unwrap_or(ColumnType::Utf8);
+                }
+            }
+            Some(ColumnType::List(Box::new(item)))
+        }
+        (ColumnType::List(item), value) => {
+            Some(ColumnType::List(Box::new(widened(item, format, value)?)))
+        }
+        (ColumnType::GeoPoint | ColumnType::Vector { .. }, _) => None,
+        // A column of one value meeting an array: a list of its type, widened to fit.
+        (column, Value::Array(items)) if !holds_objects(items) => {
+            widened(&ColumnType::List(Box::new(column.clone())), format, value)
+        }
+        (ColumnType::Int64, Value::Number(_)) => Some(ColumnType::Float64),
+        (ColumnType::Int64 | ColumnType::Float64 | ColumnType::Bool, _) => Some(ColumnType::Utf8),
+        (column, _) if *column == DATE => Some(ColumnType::Utf8),
         _ => None,
     }
 }
@@ -199,12 +270,14 @@ pub fn grow(
                 .rev()
                 .find(|(i, _)| *i == at)
                 .map_or(&columns[at].data_type, |(_, t)| t);
-            let format = formats.get(name);
+            let format = formats.get(name).filter(|_| is_date(column));
             if cell(column, format, value).is_some() {
                 continue;
             }
-            // A date in a declared format keeps its type: a value it cannot read is refused.
-            match widened(column, value).filter(|_| format.is_none()) {
+            // A date in a declared format keeps its type (one value or several): a value it
+            // cannot read is refused.
+            let keeps_dates = |to: &ColumnType| format.is_none() || is_date(to) && to != column;
+            match widened(column, format, value).filter(keeps_dates) {
                 Some(to) => changes.push((at, to)),
                 None => {
                     refusal = Some(Refusal::parsing(match format {
@@ -230,8 +303,10 @@ pub fn grow(
         for (name, value) in &document.fields {
             match position.get(name) {
                 Some(&at) => {
-                    if cell(&columns[at].data_type, formats.get(name), value).is_none()
-                        && let Some(to) = widened(&columns[at].data_type, value)
+                    let column = &columns[at].data_type;
+                    let format = formats.get(name).filter(|_| is_date(column));
+                    if cell(column, format, value).is_none()
+                        && let Some(to) = widened(column, format, value)
                     {
                         columns[at].data_type = to;
                     }
@@ -261,6 +336,14 @@ enum Builder {
     /// Latitudes, longitudes and which points are there.
     Point(Vec<f64>, Vec<f64>, Vec<bool>),
     Vector(FixedSizeListBuilder<Float32Builder>),
+    /// A list column: its items' builder, the offsets of each row's items, and which rows have
+    /// a list.
+    List {
+        item: ColumnType,
+        items: Box<Builder>,
+        offsets: Vec<i32>,
+        valid: Vec<bool>,
+    },
 }
 
 impl Builder {
@@ -288,12 +371,39 @@ impl Builder {
                 )
                 .with_field(Field::new("item", DataType::Float32, true)),
             ),
+            ColumnType::List(item) if item.is_scalar() => Builder::List {
+                item: (**item).clone(),
+                items: Box::new(Builder::new(item, capacity)?),
+                offsets: vec![0],
+                valid: Vec::with_capacity(capacity),
+            },
             _ => return None,
         })
     }
 
     fn push(&mut self, cell: Option<Cell>) {
         match (self, cell) {
+            (
+                Builder::List {
+                    items,
+                    offsets,
+                    valid,
+                    ..
+                },
+                cell,
+            ) => {
+                let values = match cell {
+                    Some(Cell::List(values)) => Some(values),
+                    _ => None,
+                };
+                valid.push(values.is_some());
+                let mut end = offsets.last().copied().unwrap_or(0);
+                for value in values.into_iter().flatten() {
+                    items.push(Some(value));
+                    end += 1;
+                }
+                offsets.push(end);
+            }
             (Builder::Bool(b), Some(Cell::Bool(v))) => b.append_value(v),
             (Builder::Int(b), Some(Cell::Int(v))) => b.append_value(v),
             (Builder::Float(b), Some(Cell::Float(v))) => b.append_value(v),
@@ -344,6 +454,17 @@ impl Builder {
                 ))
             }
             Builder::Vector(mut b) => Arc::new(b.finish()),
+            Builder::List {
+                item,
+                items,
+                offsets,
+                valid,
+            } => Arc::new(arrow::array::ListArray::new(
+                Arc::new(Field::new("item", item.to_arrow(), true)),
+                arrow::buffer::OffsetBuffer::new(offsets.into()),
+                items.finish(),
+                Some(NullBuffer::from(valid)),
+            )),
         }
     }
 }
@@ -482,7 +603,7 @@ mod tests {
             ("ok", "bool"),
             ("path", "utf8"),
             ("status", "int64"),
-            ("tags", "utf8"),
+            ("tags", "list<utf8>"),
             ("took", "float64"),
             ("user.id", "int64"),
         ]
@@ -490,6 +611,77 @@ mod tests {
         .map(|(n, t)| (n.to_string(), t.to_string()))
         .collect();
         assert_eq!(names, expected);
+    }
+
+    #[test]
+    fn arrays_are_several_values_of_one_field() {
+        let docs = [document(
+            "1",
+            json!({"n": [3, 1], "mixed": [1, 2.5], "words": ["a", 7], "dates": ["2026-11-23", "2026-11-24"], "objects": [{"a": 1}], "none": [], "nested": [[1, 2], [3]]}),
+        )];
+        let refs: Vec<Option<&Document>> = docs.iter().map(Some).collect();
+        let (columns, refusals) = grow(&base(), &Formats::default(), &refs);
+        assert!(refusals.iter().all(Option::is_none), "{refusals:?}");
+        let expected: Vec<(String, String)> = [
+            ("dates", "list<timestamp[ms,UTC]>"),
+            ("mixed", "list<float64>"),
+            ("n", "list<int64>"),
+            ("nested", "list<int64>"),
+            ("objects", "utf8"),
+            ("words", "list<utf8>"),
+        ]
+        .iter()
+        .map(|(n, t)| (n.to_string(), t.to_string()))
+        .collect();
+        assert_eq!(types(&columns)[2..].to_vec(), expected);
+        // Rows hold the values; an array of objects is its JSON text.
+        let table = dataset(columns);
+        let (batch, placed) = rows(&table, &refs).unwrap();
+        assert!(placed[0].is_ok());
+        let n = batch.column_by_name("n").unwrap();
+        assert_eq!(
+            crate::documents::source::json_value(n.as_ref(), 0),
+            Some(json!([3, 1]))
+        );
+        let nested = batch.column_by_name("nested").unwrap();
+        assert_eq!(
+            crate::documents::source::json_value(nested.as_ref(), 0),
+            Some(json!([1, 2, 3]))
+        );
+        let objects = batch.column_by_name("objects").unwrap();
+        assert_eq!(
+            crate::documents::source::json_value(objects.as_ref(), 0),
+            Some(json!("[{\"a\":1}]"))
+        );
+    }
+
+    #[test]
+    fn a_field_of_one_value_becomes_a_list_when_an_array_comes() {
+        let mut current = base();
+        current.extend([
+            column("n", ColumnType::Int64),
+            column("s", ColumnType::Utf8),
+            column("l", ColumnType::List(Box::new(ColumnType::Int64))),
+        ]);
+        // One value fits a list as a list of one.
+        let fits = [document("1", json!({"l": 5}))];
+        let refs: Vec<Option<&Document>> = fits.iter().map(Some).collect();
+        assert_eq!(grow(&current, &Formats::default(), &refs).0, current);
+        let grows = [document(
+            "2",
+            json!({"n": [1, 2], "s": ["x", "y"], "l": [1, "text"]}),
+        )];
+        let refs: Vec<Option<&Document>> = grows.iter().map(Some).collect();
+        let (columns, refusals) = grow(&current, &Formats::default(), &refs);
+        assert!(refusals.iter().all(Option::is_none));
+        assert_eq!(
+            types(&columns)[2..].to_vec(),
+            [
+                ("n".to_owned(), "list<int64>".to_owned()),
+                ("s".to_owned(), "list<utf8>".to_owned()),
+                ("l".to_owned(), "list<utf8>".to_owned()),
+            ]
+        );
     }
 
     #[test]

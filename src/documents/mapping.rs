@@ -23,7 +23,11 @@ fn space_type(metric: VectorMetric) -> &'static str {
 
 /// The Elasticsearch field type of a column of `table`.
 fn field_type(table: &TableDef, column: &ColumnDef) -> Value {
-    match &column.data_type {
+    field_type_of(table, &column.name, &column.data_type)
+}
+
+fn field_type_of(table: &TableDef, name: &str, data_type: &ColumnType) -> Value {
+    match data_type {
         // A string is searchable as text, and as a keyword (also under `<name>.keyword`).
         ColumnType::Utf8 => json!({
             "type": "text",
@@ -38,12 +42,10 @@ fn field_type(table: &TableDef, column: &ColumnDef) -> Value {
         ColumnType::UInt64 => json!({"type": "unsigned_long"}),
         ColumnType::Float32 => json!({"type": "float"}),
         ColumnType::Float64 => json!({"type": "double"}),
-        ColumnType::Timestamp { .. } | ColumnType::Date32 => {
-            match table.date_formats.get(&column.name) {
-                Some(format) => json!({"type": "date", "format": format}),
-                None => json!({"type": "date"}),
-            }
-        }
+        ColumnType::Timestamp { .. } | ColumnType::Date32 => match table.date_formats.get(name) {
+            Some(format) => json!({"type": "date", "format": format}),
+            None => json!({"type": "date"}),
+        },
         ColumnType::Binary => json!({"type": "binary"}),
         ColumnType::Vector { dim } => json!({
             "type": "knn_vector",
@@ -51,7 +53,8 @@ fn field_type(table: &TableDef, column: &ColumnDef) -> Value {
             "space_type": space_type(table.vector_metric.unwrap_or(VectorMetric::Cosine)),
         }),
         ColumnType::GeoPoint => json!({"type": "geo_point"}),
-        ColumnType::List(_) => json!({"type": "text"}),
+        // Any field may hold several values: a list is its items' type.
+        ColumnType::List(item) => field_type_of(table, name, item),
     }
 }
 

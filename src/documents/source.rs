@@ -9,7 +9,7 @@ use arrow::{
 };
 use serde_json::{Map, Value};
 
-use strata_projections::table::decimal::DecimalFormat;
+use strata_projections::table::{dates::DateFormat, decimal::DecimalFormat};
 
 use super::{ID_FIELD, columns::Formats};
 use crate::{error::Error, keys::pattern_matches};
@@ -160,12 +160,42 @@ pub fn json_value(column: &dyn Array, row: usize) -> Option<Value> {
                     .collect(),
             )
         }
+        DataType::List(_) => {
+            // A field's several values.
+            let values = column.as_list::<i32>().value(row);
+            Value::Array(
+                (0..values.len())
+                    .map(|i| json_value(values.as_ref(), i).unwrap_or(Value::Null))
+                    .collect(),
+            )
+        }
         _ => {
             let options = FormatOptions::default();
             let formatter = ArrayFormatter::try_new(column, &options).ok()?;
             Value::from(formatter.value(row).to_string())
         }
     })
+}
+
+/// A value of a column as JSON, its dates (one or several) printed in `format`.
+fn formatted_value(column: &dyn Array, row: usize, format: Option<&DateFormat>) -> Option<Value> {
+    if column.is_null(row) {
+        return None;
+    }
+    match (format, column.data_type()) {
+        (Some(format), DataType::Timestamp(TimeUnit::Millisecond, _)) => {
+            Some(format.print(column.as_primitive::<TimestampMillisecondType>().value(row)))
+        }
+        (Some(_), DataType::List(_)) => {
+            let values = column.as_list::<i32>().value(row);
+            Some(Value::Array(
+                (0..values.len())
+                    .map(|i| formatted_value(values.as_ref(), i, format).unwrap_or(Value::Null))
+                    .collect(),
+            ))
+        }
+        _ => json_value(column, row),
+    }
 }
 
 /// Puts `value` at the dotted `path` of `object`, making objects on the way; where a name on the
@@ -207,15 +237,7 @@ pub fn record(
         if name == strata_projections::table::rows::ROW_ID || filter.none || !filter.keeps(name) {
             continue;
         }
-        let formatted = match (formats.get(name), column.data_type()) {
-            (Some(format), DataType::Timestamp(TimeUnit::Millisecond, _))
-                if !column.is_null(row) =>
-            {
-                Some(format.print(column.as_primitive::<TimestampMillisecondType>().value(row)))
-            }
-            _ => json_value(column.as_ref(), row),
-        };
-        if let Some(value) = formatted {
+        if let Some(value) = formatted_value(column.as_ref(), row, formats.get(name)) {
             insert(&mut source, name, value);
         }
     }

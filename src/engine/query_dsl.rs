@@ -7,7 +7,7 @@ use std::{sync::Arc, time::Instant};
 use serde_json::{Map, Value, json};
 use strata_projections::table::{
     TableSnapshot, aggs,
-    docs::{DocsHits, SortBy, SortSpec, SortValue, SortedHit},
+    docs::{DocsHits, SortBy, SortMode, SortSpec, SortValue, SortedHit},
     dsl::{self, DslQuery},
 };
 
@@ -98,6 +98,7 @@ impl Search {
                 by: SortBy::Score,
                 descending: true,
                 missing_first: false,
+                mode: None,
             }],
             false => self.sort.clone(),
         }
@@ -166,14 +167,24 @@ fn parse_sort(value: Option<&Value>) -> Result<Vec<SortSpec>> {
                 "_doc" => SortBy::Doc,
                 field => SortBy::Field(field.strip_suffix(".keyword").unwrap_or(field).to_owned()),
             };
-            let (order, missing) = match options {
-                None => (None, None),
-                Some(Value::String(order)) => (Some(order.as_str()), None),
+            let (order, missing, mode) = match options {
+                None => (None, None, None),
+                Some(Value::String(order)) => (Some(order.as_str()), None, None),
                 Some(Value::Object(options)) => (
                     options.get("order").and_then(Value::as_str),
                     options.get("missing").and_then(Value::as_str),
+                    options.get("mode"),
                 ),
                 Some(other) => return Err(invalid(other)),
+            };
+            let mode = match mode {
+                None | Some(Value::Null) => None,
+                Some(value) => Some(value.as_str().and_then(SortMode::parse).ok_or_else(|| {
+                    bad(
+                        "parsing_exception",
+                        format!("[mode] must be min, max, sum, avg or median, not {value}"),
+                    )
+                })?),
             };
             let descending = match order {
                 None => by == SortBy::Score,
@@ -190,6 +201,7 @@ fn parse_sort(value: Option<&Value>) -> Result<Vec<SortSpec>> {
                 by,
                 descending,
                 missing_first: missing == Some("_first"),
+                mode,
             })
         })
         .collect()
@@ -232,6 +244,7 @@ fn sort_json(value: &Option<SortValue>) -> Value {
     match value {
         None => Value::Null,
         Some(SortValue::Text(text)) => json!(text),
+        Some(SortValue::Int(n)) => json!(n),
         Some(SortValue::Number(n)) if n.fract() == 0.0 && n.abs() < 9.0e15 => json!(*n as i64),
         Some(SortValue::Number(n)) => json!(n),
     }
@@ -334,7 +347,10 @@ impl Search {
                         .iter()
                         .map(|v| match v {
                             Value::Null => None,
-                            Value::Number(n) => n.as_f64().map(SortValue::Number),
+                            Value::Number(n) => match n.as_i64() {
+                                Some(whole) => Some(SortValue::Int(whole)),
+                                None => n.as_f64().map(SortValue::Number),
+                            },
                             Value::Bool(b) => Some(SortValue::Number(if *b { 1.0 } else { 0.0 })),
                             Value::String(s) => Some(SortValue::Text(s.clone())),
                             other => Some(SortValue::Text(other.to_string())),

@@ -2,7 +2,8 @@
 strata platform API, signing every request with botocore's SigV4Auth, and prints passed/total
 with every failure and its reason. Run by tests/opensearch_yaml.rs; STRATA_PLATFORM_URL,
 STRATA_ACCESS_KEY, STRATA_SECRET_KEY say where and who, STRATA_YAML_DIR where the suite is,
-STRATA_YAML_RESULTS where to write the results as JSON.
+STRATA_YAML_RESULTS where to write the results as JSON, STRATA_YAML_ONLY which tests to run
+(those whose "file: name" contains it; all by default).
 
 The grammar is the suite's (its README): setup/teardown, do (with catch), match, length,
 is_true, is_false, gt/gte/lt/lte, set, skip. APIs with a spec in api/ are called by it (the
@@ -31,6 +32,8 @@ SUITE = Path(os.environ["STRATA_YAML_DIR"])
 # The version strata's cluster-info document claims (GET /): skip ranges are compared with it.
 VERSION = (8, 11, 0)
 FEATURES = {"headers", "allowed_warnings", "warnings"}
+# STRATA_YAML_ONLY: run only the tests whose "file: name" contains it (to look at a few).
+ONLY = os.environ.get("STRATA_YAML_ONLY")
 
 class Loader(yaml.SafeLoader):
     """YAML as the suite's Java runner reads it: an unquoted date stays a string."""
@@ -74,6 +77,8 @@ def call(method, path, params=None, body=None, headers=None):
     response = requests.request(
         method, prepared.url, headers=dict(prepared.headers), data=data, timeout=60
     )
+    if os.environ.get("STRATA_YAML_TRACE"):
+        print(f"> {method} {url} {data[:2000] if data else ''}\n< {response.status_code} {response.text[:2000]}")
     try:
         answer = response.json()
     except ValueError:
@@ -339,6 +344,8 @@ def main():
             if name in ("setup", "teardown"):
                 continue
             test = f"{file.parent.name}/{file.name}: {name}"
+            if ONLY and ONLY not in test:
+                continue
             state = {"stash": {}, "last": None}
             try:
                 run_steps(setup, state)

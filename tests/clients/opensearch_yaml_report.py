@@ -38,8 +38,6 @@ def cause(reason):
     if re.search(r"task|slices|batches", reason):
         return ("a delete by query runs to completion in its request: no tasks "
                 "(`wait_for_completion=false`), and `slices=auto` is one slice (one partition)")
-    if re.search(r'got "\[', reason):
-        return "an array of values is kept as its JSON text: multi-valued fields are not served yet"
     if re.search(r"nanos|\d{19}|\.\d{6}\b", reason):
         return "dates keep milliseconds: `date_nanos` values lose their nanoseconds"
     if "outside the dates an index holds" in reason:

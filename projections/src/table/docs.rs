@@ -108,46 +108,9 @@ impl DocsSchema {
             if field.name() == ROW_ID {
                 continue;
             }
-            let value: ValueReader<'a> = match column.data_type() {
-                DataType::Utf8 => {
-                    let array = column.as_string::<i32>();
-                    Box::new(move |row| Some(OwnedValue::Str(array.value(row).to_owned())))
-                }
-                DataType::Int64 => {
-                    let array = column.as_primitive::<Int64Type>();
-                    Box::new(move |row| Some(OwnedValue::I64(array.value(row))))
-                }
-                DataType::Float64 => {
-                    let array = column.as_primitive::<Float64Type>();
-                    Box::new(move |row| Some(OwnedValue::F64(array.value(row))))
-                }
-                DataType::Boolean => {
-                    let array = column.as_boolean();
-                    Box::new(move |row| Some(OwnedValue::Bool(array.value(row))))
-                }
-                DataType::Timestamp(TimeUnit::Millisecond, _) => {
-                    let array = column.as_primitive::<TimestampMillisecondType>();
-                    Box::new(move |row| {
-                        // Writes refuse dates outside what an index holds; clamped, never
-                        // overflowing, should one come from elsewhere.
-                        let ms = array.value(row).clamp(MIN_MILLIS, MAX_MILLIS);
-                        Some(OwnedValue::Date(DateTime::from_timestamp_millis(ms)))
-                    })
-                }
-                // A geo point: an object of `lat` and `lon` (geo queries read both).
-                DataType::Struct(fields) if is_geo_point(fields) => {
-                    let point = column.as_struct();
-                    let lat = point.column(0).as_primitive::<Float64Type>().clone();
-                    let lon = point.column(1).as_primitive::<Float64Type>().clone();
-                    Box::new(move |row| {
-                        Some(OwnedValue::Object(vec![
-                            ("lat".to_owned(), OwnedValue::F64(lat.value(row))),
-                            ("lon".to_owned(), OwnedValue::F64(lon.value(row))),
-                        ]))
-                    })
-                }
-                // Lists, vectors, binaries: not searchable by the Query DSL (knn reads vectors).
-                _ => continue,
+            // Vectors and binaries are not searchable by the Query DSL (knn reads vectors).
+            let Some(value) = reader(column) else {
+                continue;
             };
             readers.push((field.name().clone(), column, value));
         }
@@ -160,8 +123,16 @@ impl DocsSchema {
                     continue;
                 }
                 if let Some(value) = value(row) {
-                    if let OwnedValue::Str(text) = &value {
-                        document.add_text(self.all, text);
+                    match &value {
+                        OwnedValue::Str(text) => document.add_text(self.all, text),
+                        OwnedValue::Array(items) => {
+                            for item in items {
+                                if let OwnedValue::Str(text) = item {
+                                    document.add_text(self.all, text);
+                                }
+                            }
+                        }
+                        _ => {}
                     }
                     object.insert(name.clone(), value);
                 }
@@ -208,6 +179,67 @@ impl DocsSchema {
         self.write(&index, batch, 1)?;
         DocsIndex::of(index)
     }
+}
+
+/// Reads a column's values as document values: strings, numbers, booleans, dates, geo points,
+/// and lists of them (a field's several values, an array in the document); `None` for the
+/// types the Query DSL does not search.
+fn reader(column: &ArrayRef) -> Option<ValueReader<'_>> {
+    Some(match column.data_type() {
+        DataType::Utf8 => {
+            let array = column.as_string::<i32>();
+            Box::new(move |row| Some(OwnedValue::Str(array.value(row).to_owned())))
+        }
+        DataType::Int64 => {
+            let array = column.as_primitive::<Int64Type>();
+            Box::new(move |row| Some(OwnedValue::I64(array.value(row))))
+        }
+        DataType::Float64 => {
+            let array = column.as_primitive::<Float64Type>();
+            Box::new(move |row| Some(OwnedValue::F64(array.value(row))))
+        }
+        DataType::Boolean => {
+            let array = column.as_boolean();
+            Box::new(move |row| Some(OwnedValue::Bool(array.value(row))))
+        }
+        DataType::Timestamp(TimeUnit::Millisecond, _) => {
+            let array = column.as_primitive::<TimestampMillisecondType>();
+            Box::new(move |row| {
+                // Writes refuse dates outside what an index holds; clamped, never
+                // overflowing, should one come from elsewhere.
+                let ms = array.value(row).clamp(MIN_MILLIS, MAX_MILLIS);
+                Some(OwnedValue::Date(DateTime::from_timestamp_millis(ms)))
+            })
+        }
+        // A geo point: an object of `lat` and `lon` (geo queries read both).
+        DataType::Struct(fields) if is_geo_point(fields) => {
+            let point = column.as_struct();
+            let lat = point.column(0).as_primitive::<Float64Type>().clone();
+            let lon = point.column(1).as_primitive::<Float64Type>().clone();
+            Box::new(move |row| {
+                Some(OwnedValue::Object(vec![
+                    ("lat".to_owned(), OwnedValue::F64(lat.value(row))),
+                    ("lon".to_owned(), OwnedValue::F64(lon.value(row))),
+                ]))
+            })
+        }
+        // Several values: each is indexed (and each is a value of the field's fast column).
+        DataType::List(_) => {
+            let list = column.as_list::<i32>();
+            let values = list.values();
+            let item = reader(values)?;
+            let offsets = list.offsets();
+            Box::new(move |row| {
+                let (start, end) = (offsets[row] as usize, offsets[row + 1] as usize);
+                let items: Vec<OwnedValue> = (start..end)
+                    .filter(|i| !values.is_null(*i))
+                    .filter_map(&item)
+                    .collect();
+                (!items.is_empty()).then_some(OwnedValue::Array(items))
+            })
+        }
+        _ => return None,
+    })
 }
 
 /// Whether a struct's fields are a geo point's (`ColumnType::GeoPoint`).
@@ -360,11 +392,84 @@ pub struct SortSpec {
     pub descending: bool,
     /// Records without a value come first (`missing: _first`); by default, last.
     pub missing_first: bool,
+    /// Which of a field's several values sorts a record; by default the least ascending, the
+    /// greatest descending.
+    pub mode: Option<SortMode>,
+}
+
+/// How a field with several values sorts (Elasticsearch's sort `mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SortMode {
+    Min,
+    Max,
+    Sum,
+    Avg,
+    Median,
+}
+
+impl SortMode {
+    pub fn parse(text: &str) -> Option<SortMode> {
+        Some(match text {
+            "min" => SortMode::Min,
+            "max" => SortMode::Max,
+            "sum" => SortMode::Sum,
+            "avg" => SortMode::Avg,
+            "median" => SortMode::Median,
+            _ => return None,
+        })
+    }
+
+    /// The sort value of a record's long values (`None`: it has none). Whole numbers stay
+    /// whole, as Elasticsearch computes them for a long field: the sum wraps around, the
+    /// average and the median of two are rounded.
+    fn of_longs(self, mut values: Vec<i64>) -> Option<SortValue> {
+        if values.is_empty() {
+            return None;
+        }
+        let n = values.len();
+        let sum = || values.iter().fold(0i64, |a, b| a.wrapping_add(*b));
+        Some(SortValue::Int(match self {
+            SortMode::Min => *values.iter().min()?,
+            SortMode::Max => *values.iter().max()?,
+            SortMode::Sum => sum(),
+            SortMode::Avg => (sum() as f64 / n as f64).round() as i64,
+            SortMode::Median => {
+                values.sort_unstable();
+                match n % 2 {
+                    1 => values[n / 2],
+                    _ => ((values[n / 2 - 1] as f64 + values[n / 2] as f64) / 2.0).round() as i64,
+                }
+            }
+        }))
+    }
+
+    /// The sort value of a record's numbers (`None`: it has none). Sums add the values in
+    /// ascending order, as Elasticsearch reads a field's sorted doc values.
+    fn of_numbers(self, mut values: Vec<f64>) -> Option<SortValue> {
+        if values.is_empty() {
+            return None;
+        }
+        values.sort_unstable_by(f64::total_cmp);
+        let n = values.len();
+        let sum = || values.iter().sum::<f64>();
+        Some(SortValue::Number(match self {
+            SortMode::Min => values.iter().copied().fold(f64::INFINITY, f64::min),
+            SortMode::Max => values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            SortMode::Sum => sum(),
+            SortMode::Avg => sum() / n as f64,
+            SortMode::Median => match n % 2 {
+                1 => values[n / 2],
+                _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+            },
+        }))
+    }
 }
 
 /// A sort value of a hit.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SortValue {
+    /// A long field's value, exact.
+    Int(i64),
     Number(f64),
     Text(String),
 }
@@ -373,10 +478,13 @@ impl SortValue {
     fn cmp(&self, other: &SortValue) -> std::cmp::Ordering {
         use std::cmp::Ordering;
         match (self, other) {
+            (SortValue::Int(a), SortValue::Int(b)) => a.cmp(b),
+            (SortValue::Int(a), SortValue::Number(b)) => (*a as f64).total_cmp(b),
+            (SortValue::Number(a), SortValue::Int(b)) => a.total_cmp(&(*b as f64)),
             (SortValue::Number(a), SortValue::Number(b)) => a.total_cmp(b),
             (SortValue::Text(a), SortValue::Text(b)) => a.cmp(b),
-            (SortValue::Number(_), SortValue::Text(_)) => Ordering::Less,
-            (SortValue::Text(_), SortValue::Number(_)) => Ordering::Greater,
+            (SortValue::Int(_) | SortValue::Number(_), SortValue::Text(_)) => Ordering::Less,
+            (SortValue::Text(_), SortValue::Int(_) | SortValue::Number(_)) => Ordering::Greater,
         }
     }
 }
@@ -444,21 +552,44 @@ impl FieldColumns {
         })
     }
 
-    fn value(&self, doc: tantivy::DocId) -> Option<SortValue> {
-        if let Some(v) = self.i64.as_ref().and_then(|c| c.first(doc)) {
-            return Some(SortValue::Number(v as f64));
+    /// The sort value of document `doc`: of its values (it may have several), the one `mode`
+    /// picks (strings: the least, or the greatest with `Max`).
+    fn value(&self, doc: tantivy::DocId, mode: SortMode) -> Option<SortValue> {
+        if let Some(v) = self
+            .i64
+            .as_ref()
+            .and_then(|c| mode.of_longs(c.values_for_doc(doc).collect()))
+        {
+            return Some(v);
         }
-        if let Some(v) = self.f64.as_ref().and_then(|c| c.first(doc)) {
-            return Some(SortValue::Number(v));
+        if let Some(v) = self
+            .f64
+            .as_ref()
+            .and_then(|c| mode.of_numbers(c.values_for_doc(doc).collect()))
+        {
+            return Some(v);
         }
-        if let Some(v) = self.date.as_ref().and_then(|c| c.first(doc)) {
-            return Some(SortValue::Number(v.into_timestamp_millis() as f64));
+        if let Some(v) = self.date.as_ref().and_then(|c| {
+            let millis = c.values_for_doc(doc).map(|d| d.into_timestamp_millis());
+            mode.of_longs(millis.collect())
+        }) {
+            return Some(match v {
+                SortValue::Int(ms) => SortValue::Number(ms as f64),
+                other => other,
+            });
         }
-        if let Some(v) = self.bool.as_ref().and_then(|c| c.first(doc)) {
-            return Some(SortValue::Number(if v { 1.0 } else { 0.0 }));
+        if let Some(v) = self.bool.as_ref().and_then(|c| {
+            let values = c.values_for_doc(doc).map(|b| if b { 1.0 } else { 0.0 });
+            mode.of_numbers(values.collect())
+        }) {
+            return Some(v);
         }
         let column = self.str.as_ref()?;
-        let ord = column.ords().first(doc)?;
+        let ords = column.ords().values_for_doc(doc);
+        let ord = match mode {
+            SortMode::Max => ords.max()?,
+            _ => ords.min()?,
+        };
         let mut text = String::new();
         column.ord_to_str(ord, &mut text).ok()?;
         Some(SortValue::Text(text))
@@ -528,7 +659,13 @@ impl super::TableSnapshot {
                     .map(|(spec, column)| match &spec.by {
                         SortBy::Score => Some(SortValue::Number(score as f64)),
                         SortBy::Doc => Some(SortValue::Number(row_id as f64)),
-                        SortBy::Field(_) => column.as_ref().and_then(|c| c.value(address.doc_id)),
+                        SortBy::Field(_) => {
+                            let mode = spec.mode.unwrap_or(match spec.descending {
+                                true => SortMode::Max,
+                                false => SortMode::Min,
+                            });
+                            column.as_ref().and_then(|c| c.value(address.doc_id, mode))
+                        }
                     })
                     .collect();
                 all.push(SortedHit {

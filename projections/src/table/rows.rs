@@ -35,21 +35,30 @@ pub fn table_schema(table: &TableDef) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
+/// Whether a column stored as `from` reads as `to` after its type changed: to text, from
+/// int64 to float64, from one value to a list of them, or a list's items so.
+pub fn widens_to(from: &DataType, to: &DataType) -> bool {
+    match (from, to) {
+        (from, to) if from == to => true,
+        (_, DataType::Utf8 | DataType::Utf8View) => true,
+        (DataType::Int64, DataType::Float64) => true,
+        (DataType::List(from), DataType::List(to)) => widens_to(from.data_type(), to.data_type()),
+        (from, DataType::List(to)) => widens_to(from, to.data_type()),
+        _ => false,
+    }
+}
+
 /// `batch` in `schema`, matching columns by name: what a table's rows written under an older
 /// schema of the table read as now. A column the batch lacks is null (it must be nullable); a
-/// column whose type changed to text, or from int64 to float64, is cast to it; any other
-/// difference is corruption.
+/// column whose type widened ([`widens_to`]) is cast to it; any other difference is
+/// corruption.
 pub fn conform(schema: &SchemaRef, batch: &RecordBatch) -> Result<RecordBatch> {
     let rows = batch.num_rows();
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
     for field in schema.fields() {
         let column = match batch.column_by_name(field.name()) {
             Some(column) if column.data_type() == field.data_type() => column.clone(),
-            Some(column)
-                if matches!(field.data_type(), DataType::Utf8 | DataType::Utf8View)
-                    || (column.data_type() == &DataType::Int64
-                        && field.data_type() == &DataType::Float64) =>
-            {
+            Some(column) if widens_to(column.data_type(), field.data_type()) => {
                 arrow::compute::cast(column, field.data_type()).map_err(arrow_error)?
             }
             Some(column) => {
