@@ -22,6 +22,10 @@ pub use crate::engine::{ID_FIELD, TIMESTAMP_FIELD};
 /// The longest `_id` there may be, in bytes (as Elasticsearch).
 pub const MAX_ID_BYTES: usize = 512;
 
+/// The fields of a record whose values were left out as malformed (Elasticsearch's `_ignored`
+/// metadata field): a `list<utf8>` column, searchable, shown beside a hit's `_source`.
+pub const IGNORED_FIELD: &str = "_ignored";
+
 /// Field names a document may not carry: the metadata of a record, and the row id of its table.
 const METADATA_FIELDS: &[&str] = &[
     "_id",
@@ -46,6 +50,9 @@ pub struct Refusal {
     pub reason: String,
     /// The item's HTTP status.
     pub status: u16,
+    /// What lies under it, as Elasticsearch nests an error's cause (`caused_by`): its type and
+    /// reason.
+    pub caused_by: Option<(&'static str, String)>,
 }
 
 impl Refusal {
@@ -54,7 +61,14 @@ impl Refusal {
             kind,
             reason: reason.into(),
             status,
+            caused_by: None,
         }
+    }
+
+    /// This refusal, caused by `kind`: `reason`.
+    pub fn caused_by(mut self, kind: &'static str, reason: impl Into<String>) -> Refusal {
+        self.caused_by = Some((kind, reason.into()));
+        self
     }
 
     pub fn parsing(reason: impl Into<String>) -> Refusal {
@@ -124,7 +138,7 @@ impl Document {
     pub fn to_source(&self) -> Map<String, Value> {
         let mut object = Map::new();
         object.insert(TIMESTAMP_FIELD.to_owned(), Value::from(self.timestamp));
-        for (name, value) in &self.fields {
+        for (name, value) in self.fields.iter().filter(|(n, _)| n != IGNORED_FIELD) {
             source::insert(&mut object, name, value.clone());
         }
         object
@@ -273,6 +287,7 @@ pub(crate) mod test_support {
             created_at_micros: 0,
             dataset: true,
             date_formats: Default::default(),
+            declared: Default::default(),
         }
     }
 }

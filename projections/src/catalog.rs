@@ -83,6 +83,26 @@ pub struct TableDef {
     /// A dataset's date fields with a declared format (see `TableCreated.date_formats`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub date_formats: BTreeMap<String, String>,
+    /// A dataset's fields its mapping declares (see `TableCreated.declared`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub declared: BTreeMap<String, DeclaredField>,
+}
+
+/// What a mapping declares of a dataset's field (see `DeclaredField` in events.proto).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeclaredField {
+    /// The Elasticsearch type: `long`, `half_float`, `ip`, `date_nanos`, ...
+    #[serde(rename = "type")]
+    pub es_type: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignore_malformed: bool,
+}
+
+impl TableDef {
+    /// The Elasticsearch type field `name` was declared as, if it was.
+    pub fn declared_type(&self, name: &str) -> Option<&str> {
+        self.declared.get(name).map(|d| d.es_type.as_str())
+    }
 }
 
 impl TableDef {
@@ -131,6 +151,19 @@ impl TableDef {
                 .date_formats
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            declared: created
+                .declared
+                .iter()
+                .map(|(name, field)| {
+                    (
+                        name.clone(),
+                        DeclaredField {
+                            es_type: field.r#type.clone(),
+                            ignore_malformed: field.ignore_malformed,
+                        },
+                    )
+                })
                 .collect(),
         })
     }
@@ -424,6 +457,7 @@ mod tests {
                 dataset: false,
                 date_formats: [("at".to_owned(), "epoch_second".to_owned())].into(),
                 aliases: vec![],
+                declared: Default::default(),
             })),
             ..Default::default()
         }

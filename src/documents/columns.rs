@@ -23,7 +23,7 @@ use arrow::{
 };
 use serde_json::Value;
 use strata_projections::{
-    catalog::{ColumnDef, TableDef},
+    catalog::{ColumnDef, DeclaredField, TableDef},
     schema::{ColumnType, TimestampUnit},
     table::{
         dates::{self, DateFormat},
@@ -31,7 +31,7 @@ use strata_projections::{
     },
 };
 
-use super::{Document, ID_FIELD, Refusal, TIMESTAMP_FIELD, parse_date};
+use super::{Document, ID_FIELD, IGNORED_FIELD, Refusal, TIMESTAMP_FIELD, parse_date};
 
 /// The most columns a dataset may have (Elasticsearch's default `total_fields` limit).
 pub const MAX_COLUMNS: usize = 1000;
@@ -57,8 +57,8 @@ fn inferred(value: &Value) -> ColumnType {
             // The first value's type, widened until every value fits.
             let mut item = items.first().map_or(ColumnType::Utf8, inferred);
             for value in items {
-                while cell(&item, None, value).is_none() {
-                    match widened(&item, None, value) {
+                while cell(&item, Reading::default(), value).is_none() {
+                    match widened(&item, Reading::default(), value) {
                         Some(to) if to != item => item = to,
                         _ => {
                             item = ColumnType::Utf8;
@@ -87,35 +87,85 @@ enum Cell {
     List(Vec<Cell>),
 }
 
-/// The date formats a dataset's mapping declares, read once per request.
+/// How a dataset's mapping says its fields read values, read once per request: the date
+/// formats it declares, and the fields it declares (IP addresses, nanosecond dates, and which
+/// may not change type).
 #[derive(Debug, Default)]
-pub struct Formats(HashMap<String, DateFormat>);
+pub struct Formats {
+    dates: HashMap<String, DateFormat>,
+    declared: HashMap<String, DeclaredField>,
+}
 
 impl Formats {
     pub fn of(table: &TableDef) -> Formats {
-        Formats(
-            table
+        Formats {
+            dates: table
                 .date_formats
                 .iter()
                 .filter_map(|(name, text)| Some((name.clone(), DateFormat::parse(text).ok()?)))
                 .collect(),
-        )
+            declared: table
+                .declared
+                .iter()
+                .map(|(name, field)| (name.clone(), field.clone()))
+                .collect(),
+        }
     }
 
+    /// The date format field `field` declares.
     pub fn get(&self, field: &str) -> Option<&DateFormat> {
-        self.0.get(field)
+        self.dates.get(field)
+    }
+
+    /// What field `field` was declared as, if it was.
+    pub fn declared(&self, field: &str) -> Option<&DeclaredField> {
+        self.declared.get(field)
+    }
+
+    /// How the values of field `field`, in a `column` column, are read.
+    fn reading(&self, field: &str, column: &ColumnType) -> Reading<'_> {
+        let es_type = self.declared(field).map(|d| d.es_type.as_str());
+        Reading {
+            date: self.get(field).filter(|_| is_date(column)),
+            ip: es_type == Some("ip"),
+            nanos: es_type == Some("date_nanos"),
+        }
     }
 }
 
-/// `value` as a cell of a `column` column (a date read in `format` when the field declares
-/// one); `None` when it does not fit. A date must be one a document index holds (1677 to
-/// 2262).
-fn cell(column: &ColumnType, format: Option<&DateFormat>, value: &Value) -> Option<Cell> {
-    let cell = cell_any(column, format, value);
+/// How a field's values are read, beyond its column's type.
+#[derive(Clone, Copy, Debug, Default)]
+struct Reading<'a> {
+    /// A date field's declared format.
+    date: Option<&'a DateFormat>,
+    /// An IP address field: a value must be an IPv4 or IPv6 address, kept in its canonical form.
+    ip: bool,
+    /// A `date_nanos` field: a date must be from 1970 on (Elasticsearch keeps nanoseconds
+    /// since the epoch, unsigned).
+    nanos: bool,
+}
+
+/// `value` as a cell of a `column` column, read as `reading` says; `None` when it does not fit.
+/// A date must be one a document index holds (1677 to 2262).
+fn cell(column: &ColumnType, reading: Reading<'_>, value: &Value) -> Option<Cell> {
+    let cell = cell_any(column, reading, value);
     match cell {
-        Some(Cell::Millis(ms)) if !dates::indexable(ms) => None,
+        Some(Cell::Millis(ms)) if !dates::indexable(ms) || (reading.nanos && ms < 0) => None,
         cell => cell,
     }
+}
+
+/// An IP address in the canonical form Elasticsearch prints it in: IPv4 dotted, IPv6 as RFC
+/// 5952 says (an IPv4-mapped IPv6 address as IPv4).
+pub fn canonical_ip(text: &str) -> Option<String> {
+    let address: std::net::IpAddr = text.trim().parse().ok()?;
+    Some(match address {
+        std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => v6.to_string(),
+        },
+        v4 => v4.to_string(),
+    })
 }
 
 /// Whether a column is a date column, or a list of dates (a declared format reads them).
@@ -126,8 +176,8 @@ fn is_date(column: &ColumnType) -> bool {
     }
 }
 
-fn cell_any(column: &ColumnType, format: Option<&DateFormat>, value: &Value) -> Option<Cell> {
-    if let Some(format) = format
+fn cell_any(column: &ColumnType, reading: Reading<'_>, value: &Value) -> Option<Cell> {
+    if let Some(format) = reading.date
         && *column == DATE
         && !value.is_array()
     {
@@ -137,10 +187,12 @@ fn cell_any(column: &ColumnType, format: Option<&DateFormat>, value: &Value) -> 
         // Several values, each in the item type; one value is a list of one.
         (ColumnType::List(item), Value::Array(items)) => items
             .iter()
-            .map(|value| cell(item, format, value))
+            .map(|value| cell(item, reading, value))
             .collect::<Option<Vec<Cell>>>()
             .map(Cell::List),
-        (ColumnType::List(item), value) => cell(item, format, value).map(|c| Cell::List(vec![c])),
+        (ColumnType::List(item), value) => cell(item, reading, value).map(|c| Cell::List(vec![c])),
+        (ColumnType::Utf8, Value::String(text)) if reading.ip => canonical_ip(text).map(Cell::Text),
+        (ColumnType::Utf8, _) if reading.ip => None,
         // An array in a column of one value: the column becomes a list (an array of objects
         // is text).
         (ColumnType::Utf8, Value::Array(items)) if !holds_objects(items) => None,
@@ -196,33 +248,132 @@ fn whole(f: f64) -> bool {
 }
 
 /// The type a `column` column takes to hold `value` too; `None` when it cannot change (a type
-/// dynamic mapping never makes, such as a vector). `format`: a date column's declared format.
-fn widened(column: &ColumnType, format: Option<&DateFormat>, value: &Value) -> Option<ColumnType> {
+/// dynamic mapping never makes, such as a vector). `reading`: how the field reads values.
+fn widened(column: &ColumnType, reading: Reading<'_>, value: &Value) -> Option<ColumnType> {
     match (column, value) {
         // The items of a list widen until they hold every value of the array.
         (ColumnType::List(item), Value::Array(items)) => {
             let mut item = (**item).clone();
             for value in items {
-                if cell(&item, format, value).is_none() {
-                    item = widened(&item, format, value)
-                        .filter(|_| format.is_none())
-                        .unwrap_or(ColumnType::Utf8);
+                if cell(&item, reading, value).is_none() {
+                    item = widened(&item, reading, value).unwrap_or(ColumnType::Utf8);
                 }
             }
             Some(ColumnType::List(Box::new(item)))
         }
         (ColumnType::List(item), value) => {
-            Some(ColumnType::List(Box::new(widened(item, format, value)?)))
+            Some(ColumnType::List(Box::new(widened(item, reading, value)?)))
         }
         (ColumnType::GeoPoint | ColumnType::Vector { .. }, _) => None,
         // A column of one value meeting an array: a list of its type, widened to fit.
         (column, Value::Array(items)) if !holds_objects(items) => {
-            widened(&ColumnType::List(Box::new(column.clone())), format, value)
+            widened(&ColumnType::List(Box::new(column.clone())), reading, value)
         }
         (ColumnType::Int64, Value::Number(_)) => Some(ColumnType::Float64),
         (ColumnType::Int64 | ColumnType::Float64 | ColumnType::Bool, _) => Some(ColumnType::Utf8),
         (column, _) if *column == DATE => Some(ColumnType::Utf8),
         _ => None,
+    }
+}
+
+/// Whether `to` is `column` or a list of its type: how a declared field may change.
+fn same_kind(column: &ColumnType, to: &ColumnType) -> bool {
+    let item = |t: &ColumnType| match t {
+        ColumnType::List(item) => (**item).clone(),
+        t => t.clone(),
+    };
+    item(column) == item(to)
+}
+
+/// The refusal of `value` in field `name` (a `column` column, `declared` so).
+fn malformed(
+    name: &str,
+    column: &ColumnType,
+    declared: Option<&DeclaredField>,
+    reading: Reading<'_>,
+    value: &Value,
+) -> Refusal {
+    let kind = declared.map_or_else(|| column.to_string(), |d| d.es_type.clone());
+    if reading.nanos
+        && let Some(text) = value.as_str()
+        && let Some(ms) = parse_date(text)
+    {
+        let why = match ms < 0 {
+            true => "is before the epoch in 1970",
+            false => "is after 2262-04-11T23:47:16.854775807",
+        };
+        return Refusal::parsing(format!(
+            "failed to parse field [{name}] of type [{kind}]: {value} cannot be stored in nanosecond resolution"
+        ))
+        .caused_by(
+            "illegal_argument_exception",
+            format!("date[{text}] {why} and cannot be stored in nanosecond resolution"),
+        );
+    }
+    Refusal::parsing(match reading.date {
+        Some(format) if format.read(value).is_some() => format!(
+            "failed to parse field [{name}] of type [{kind}]: {value} is outside the dates an index holds (1677-09-21 to 2262-04-11)"
+        ),
+        Some(_) => {
+            format!("failed to parse field [{name}] of type [{kind}]: {value} is not in its format")
+        }
+        None if reading.nanos => format!(
+            "failed to parse field [{name}] of type [{kind}]: {value} is not a date from 1970-01-01 to 2262-04-11, as nanosecond dates must be"
+        ),
+        None if reading.ip => format!(
+            "failed to parse field [{name}] of type [{kind}]: {value} is not an IP string literal"
+        ),
+        None => format!("failed to parse field [{name}] of type [{kind}]: {value} does not fit it"),
+    })
+}
+
+/// Leaves out of `document` the values of its fields declared with `ignore_malformed` that do
+/// not fit their columns (`current`), naming those fields in its `_ignored` field, as
+/// Elasticsearch does. Several values of one field are kept or left out one by one.
+pub fn drop_malformed(current: &[ColumnDef], formats: &Formats, document: &mut Document) {
+    let mut ignored: Vec<Value> = Vec::new();
+    let fields = std::mem::take(&mut document.fields);
+    for (name, value) in fields {
+        let column = current.iter().find(|c| c.name == name);
+        let ignore = formats.declared(&name).is_some_and(|d| d.ignore_malformed);
+        let (Some(column), true) = (column, ignore) else {
+            document.fields.push((name, value));
+            continue;
+        };
+        let column = &column.data_type;
+        let reading = formats.reading(&name, column);
+        let item = match column {
+            ColumnType::List(item) => (**item).clone(),
+            column => column.clone(),
+        };
+        let fits = |value: &Value| {
+            cell(column, reading, value).is_some() || cell(&item, reading, value).is_some()
+        };
+        let kept = match value {
+            Value::Array(items)
+                if !matches!(item, ColumnType::GeoPoint | ColumnType::Vector { .. }) =>
+            {
+                let before = items.len();
+                let kept: Vec<Value> = items.into_iter().filter(|v| fits(v)).collect();
+                if kept.len() < before {
+                    ignored.push(Value::from(name.clone()));
+                }
+                (!kept.is_empty()).then_some(Value::Array(kept))
+            }
+            value if fits(&value) => Some(value),
+            _ => {
+                ignored.push(Value::from(name.clone()));
+                None
+            }
+        };
+        if let Some(value) = kept {
+            document.fields.push((name, value));
+        }
+    }
+    if !ignored.is_empty() {
+        document
+            .fields
+            .push((IGNORED_FIELD.to_owned(), Value::Array(ignored)));
     }
 }
 
@@ -270,28 +421,24 @@ pub fn grow(
                 .rev()
                 .find(|(i, _)| *i == at)
                 .map_or(&columns[at].data_type, |(_, t)| t);
-            let format = formats.get(name).filter(|_| is_date(column));
-            if cell(column, format, value).is_some() {
+            let reading = formats.reading(name, column);
+            if cell(column, reading, value).is_some() {
                 continue;
             }
-            // A date in a declared format keeps its type (one value or several): a value it
-            // cannot read is refused.
-            let keeps_dates = |to: &ColumnType| format.is_none() || is_date(to) && to != column;
-            match widened(column, format, value).filter(keeps_dates) {
+            // A declared field keeps its type (one value or several): a value it cannot take
+            // is refused.
+            let declared = formats.declared(name);
+            let keeps_type = |to: &ColumnType| declared.is_none() || same_kind(column, to);
+            match widened(column, reading, value).filter(keeps_type) {
                 Some(to) => changes.push((at, to)),
                 None => {
-                    refusal = Some(Refusal::parsing(match format {
-                        Some(format) if format.read(value).is_some() => format!(
-                            "failed to parse field [{name}] of type [date]: {value} is outside the dates an index holds (1677-09-21 to 2262-04-11)"
-                        ),
-                        Some(_) => format!(
-                            "failed to parse field [{name}] of type [date]: {value} is not in its format"
-                        ),
-                        None => format!(
-                            "failed to parse field [{name}] of type [{}]: {value} does not fit it",
-                            columns[at].data_type
-                        ),
-                    }));
+                    refusal = Some(malformed(
+                        name,
+                        &columns[at].data_type,
+                        declared,
+                        reading,
+                        value,
+                    ));
                     break;
                 }
             }
@@ -304,9 +451,9 @@ pub fn grow(
             match position.get(name) {
                 Some(&at) => {
                     let column = &columns[at].data_type;
-                    let format = formats.get(name).filter(|_| is_date(column));
-                    if cell(column, format, value).is_none()
-                        && let Some(to) = widened(column, format, value)
+                    let reading = formats.reading(name, column);
+                    if cell(column, reading, value).is_none()
+                        && let Some(to) = widened(column, reading, value)
                     {
                         columns[at].data_type = to;
                     }
@@ -515,7 +662,8 @@ pub fn rows(
                 )));
                 break;
             };
-            match cell(&table.columns[at].data_type, formats.get(name), value) {
+            let column = &table.columns[at].data_type;
+            match cell(column, formats.reading(name, column), value) {
                 Some(c) => cells[at] = Some(c),
                 None => {
                     refusal = Some(Refusal::parsing(format!(
@@ -703,7 +851,7 @@ mod tests {
             document("1b", json!({"d": "1700000000000"})),
         ];
         // A date a document index cannot hold (past 2262) does not fit a date column.
-        assert!(cell(&DATE, None, &json!("9999-01-01")).is_none());
+        assert!(cell(&DATE, Reading::default(), &json!("9999-01-01")).is_none());
         assert_eq!(inferred(&json!("9999-01-01")), ColumnType::Utf8);
         let refs: Vec<Option<&Document>> = fits.iter().map(Some).collect();
         assert_eq!(grow(&current, &Formats::default(), &refs).0, current);

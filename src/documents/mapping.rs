@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value, json};
 use strata_projections::{
-    catalog::{ColumnDef, TableDef, VectorMetric},
+    catalog::{ColumnDef, DeclaredField, TableDef, VectorMetric},
     schema::{ColumnType, MAX_VECTOR_DIM},
     table::dates::DateFormat,
 };
@@ -23,6 +23,17 @@ fn space_type(metric: VectorMetric) -> &'static str {
 
 /// The Elasticsearch field type of a column of `table`.
 fn field_type(table: &TableDef, column: &ColumnDef) -> Value {
+    // A declared field shows as it was declared (but for vectors, which show their index).
+    if let Some(declared) = table.declared.get(&column.name) {
+        let mut field = json!({"type": declared.es_type});
+        if let Some(format) = table.date_formats.get(&column.name) {
+            field["format"] = json!(format);
+        }
+        if declared.ignore_malformed {
+            field["ignore_malformed"] = json!(true);
+        }
+        return field;
+    }
     field_type_of(table, &column.name, &column.data_type)
 }
 
@@ -87,7 +98,26 @@ pub struct Declared {
     pub vector: Option<(String, VectorMetric)>,
     /// Date fields declared with a `format`: field → format.
     pub date_formats: std::collections::BTreeMap<String, String>,
+    /// Every declared field, with its Elasticsearch type and parameters.
+    pub fields: std::collections::BTreeMap<String, DeclaredField>,
 }
+
+/// The Elasticsearch types whose fields take `ignore_malformed`.
+const TAKE_IGNORE_MALFORMED: &[&str] = &[
+    "long",
+    "integer",
+    "short",
+    "byte",
+    "double",
+    "float",
+    "half_float",
+    "scaled_float",
+    "unsigned_long",
+    "date",
+    "date_nanos",
+    "ip",
+    "geo_point",
+];
 
 fn bad(reason: String) -> Error {
     Error::BadRequest(format!("invalid mappings: {reason}"))
@@ -98,20 +128,46 @@ fn bad(reason: String) -> Error {
 /// give its values; `geo_point` as a point column; one `knn_vector` (OpenSearch's, with its
 /// `dimension` and `space_type`) or `dense_vector` (Elasticsearch's, `dims` and `similarity`)
 /// as the dataset's vector column. `dynamic` and `_source` are accepted; a type strata does not
-/// serve yet is a 400 naming it.
-pub fn declared_columns(mappings: &Value) -> Result<Declared, Error> {
+/// serve yet is a 400 naming it. `ignore_malformed`: the index's default for the fields that take
+/// it (`index.mapping.ignore_malformed`), which a field's own setting overrides.
+pub fn declared_columns(mappings: &Value, ignore_malformed: bool) -> Result<Declared, Error> {
     let Value::Object(mappings) = mappings else {
         return Err(bad("they must be a JSON object".to_owned()));
     };
     let mut declared = Declared::default();
     for (key, value) in mappings {
         match key.as_str() {
-            "properties" => declare("", value, &mut declared)?,
+            "properties" => declare("", value, ignore_malformed, &mut declared)?,
             "dynamic" | "_source" | "_meta" | "date_detection" | "numeric_detection" => {}
             other => return Err(bad(format!("[{other}] is not supported"))),
         }
     }
     Ok(declared)
+}
+
+/// `index.mapping.ignore_malformed` of an index's `settings`, in any of Elasticsearch's spellings
+/// (`{"index.mapping.ignore_malformed": true}`, `{"index": {"mapping": {...}}}`, ...).
+pub fn ignores_malformed(settings: Option<&Value>) -> Result<bool, Error> {
+    let Some(settings) = settings else {
+        return Ok(false);
+    };
+    let value = [
+        "/index.mapping.ignore_malformed",
+        "/index/mapping.ignore_malformed",
+        "/index/mapping/ignore_malformed",
+        "/mapping.ignore_malformed",
+        "/mapping/ignore_malformed",
+    ]
+    .iter()
+    .find_map(|pointer| settings.pointer(pointer));
+    match value {
+        None => Ok(false),
+        Some(Value::Bool(flag)) => Ok(*flag),
+        Some(Value::String(text)) if text == "true" || text == "false" => Ok(text == "true"),
+        Some(other) => Err(Error::BadRequest(format!(
+            "invalid settings: [index.mapping.ignore_malformed] must be a boolean, not {other}"
+        ))),
+    }
 }
 
 /// The dimension and metric of a declared vector field.
@@ -155,7 +211,12 @@ fn vector_field(path: &str, kind: &str, field: &Value) -> Result<(u32, VectorMet
     Ok((dim as u32, metric))
 }
 
-fn declare(prefix: &str, properties: &Value, out: &mut Declared) -> Result<(), Error> {
+fn declare(
+    prefix: &str,
+    properties: &Value,
+    ignore_malformed: bool,
+    out: &mut Declared,
+) -> Result<(), Error> {
     let Value::Object(properties) = properties else {
         return Err(bad("[properties] must be an object".to_owned()));
     };
@@ -168,7 +229,9 @@ fn declare(prefix: &str, properties: &Value, out: &mut Declared) -> Result<(), E
         }
         let kind = field.get("type").and_then(Value::as_str);
         match (kind, field.get("properties")) {
-            (None | Some("object"), Some(inner)) => declare(&format!("{path}."), inner, out)?,
+            (None | Some("object"), Some(inner)) => {
+                declare(&format!("{path}."), inner, ignore_malformed, out)?
+            }
             (None | Some("object"), None) => {}
             (Some(kind @ ("knn_vector" | "dense_vector")), _) => {
                 if let Some((other, _)) = &out.vector {
@@ -209,6 +272,28 @@ fn declare(prefix: &str, properties: &Value, out: &mut Declared) -> Result<(), E
                         .map_err(|reason| bad(format!("[format] of [{path}]: {reason}")))?;
                     out.date_formats.insert(path.clone(), format.to_owned());
                 }
+                let takes = TAKE_IGNORE_MALFORMED.contains(&kind);
+                let ignore = match field.get("ignore_malformed") {
+                    None => ignore_malformed && takes,
+                    Some(Value::Bool(flag)) if takes => *flag,
+                    Some(Value::Bool(_)) => {
+                        return Err(bad(format!(
+                            "[ignore_malformed] of [{path}]: a [{kind}] field does not take it"
+                        )));
+                    }
+                    Some(other) => {
+                        return Err(bad(format!(
+                            "[ignore_malformed] of [{path}] must be a boolean, not {other}"
+                        )));
+                    }
+                };
+                out.fields.insert(
+                    path.clone(),
+                    DeclaredField {
+                        es_type: kind.to_owned(),
+                        ignore_malformed: ignore,
+                    },
+                );
                 out.columns.push(ColumnDef {
                     name: path,
                     data_type,
@@ -224,7 +309,11 @@ fn declare(prefix: &str, properties: &Value, out: &mut Declared) -> Result<(), E
 /// metadata field.
 pub fn of(table: &TableDef) -> Value {
     let mut properties = Map::new();
-    for column in table.columns.iter().filter(|c| c.name != ID_FIELD) {
+    for column in table
+        .columns
+        .iter()
+        .filter(|c| c.name != ID_FIELD && c.name != super::IGNORED_FIELD)
+    {
         insert(&mut properties, &column.name, field_type(table, column));
     }
     json!({"mappings": {"properties": properties}})
@@ -280,7 +369,7 @@ mod tests {
                 "@timestamp": {"type": "date"},
             },
         });
-        let columns: Vec<(String, String)> = declared_columns(&mappings)
+        let columns: Vec<(String, String)> = declared_columns(&mappings, false)
             .unwrap()
             .columns
             .into_iter()
@@ -325,18 +414,21 @@ mod tests {
                 "both vector fields",
             ),
         ] {
-            let error = declared_columns(&bad).unwrap_err().to_string();
+            let error = declared_columns(&bad, false).unwrap_err().to_string();
             assert!(error.contains(needle), "{bad}: {error}");
         }
     }
 
     #[test]
     fn geo_points_and_vectors_are_declared() {
-        let declared = declared_columns(&json!({"properties": {
-            "place": {"properties": {"location": {"type": "geo_point"}}},
-            "embedding": {"type": "knn_vector", "dimension": 3,
-                          "method": {"name": "hnsw", "space_type": "innerproduct"}},
-        }}))
+        let declared = declared_columns(
+            &json!({"properties": {
+                "place": {"properties": {"location": {"type": "geo_point"}}},
+                "embedding": {"type": "knn_vector", "dimension": 3,
+                              "method": {"name": "hnsw", "space_type": "innerproduct"}},
+            }}),
+            false,
+        )
         .unwrap();
         let columns: Vec<(String, ColumnType)> = declared
             .columns
@@ -356,6 +448,7 @@ mod tests {
         );
         let es = declared_columns(
             &json!({"properties": {"v": {"type": "dense_vector", "dims": 4, "similarity": "l2_norm"}}}),
+            false,
         )
         .unwrap();
         assert_eq!(es.vector, Some(("v".to_owned(), VectorMetric::L2)));

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use strata_projections::table::{dates::DateFormat, decimal::DecimalFormat};
 
-use super::{ID_FIELD, columns::Formats};
+use super::{ID_FIELD, IGNORED_FIELD, columns::Formats};
 use crate::{error::Error, keys::pattern_matches};
 
 /// Which fields of `_source` a search returns.
@@ -112,6 +112,12 @@ pub fn filtered(source: &Map<String, Value>, filter: &SourceFilter) -> Option<Va
     let mut out = Map::new();
     walk("", source, filter, &mut out);
     Some(Value::Object(out))
+}
+
+/// The fields whose values row `row` of `batch` left out as malformed (its `_ignored`), if any.
+pub fn ignored(batch: &RecordBatch, row: usize) -> Option<Value> {
+    let column = batch.column_by_name(IGNORED_FIELD)?;
+    json_value(column.as_ref(), row)
 }
 
 /// A value of a column as JSON; `None` for null.
@@ -234,7 +240,11 @@ pub fn record(
             id = json_value(column.as_ref(), row).and_then(|v| v.as_str().map(str::to_owned));
             continue;
         }
-        if name == strata_projections::table::rows::ROW_ID || filter.none || !filter.keeps(name) {
+        if name == strata_projections::table::rows::ROW_ID
+            || name == IGNORED_FIELD
+            || filter.none
+            || !filter.keeps(name)
+        {
             continue;
         }
         if let Some(value) = formatted_value(column.as_ref(), row, formats.get(name)) {

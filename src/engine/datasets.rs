@@ -311,6 +311,17 @@ impl Engine {
             database_id: database.id.clone(),
             dataset: true,
             date_formats: declared.date_formats.into_iter().collect(),
+            declared: declared
+                .fields
+                .into_iter()
+                .map(|(name, field)| {
+                    let declared = strata_log::event::DeclaredField {
+                        r#type: field.es_type,
+                        ignore_malformed: field.ignore_malformed,
+                    };
+                    (name, declared)
+                })
+                .collect(),
             aliases,
             ..Default::default()
         };

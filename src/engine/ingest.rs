@@ -323,8 +323,11 @@ impl Engine {
             Err(error) => return Err(error),
         };
         // A geo point written as an object was flattened like any object: gather it again.
+        // Values of fields declared `ignore_malformed` that do not fit are left out.
+        let formats = columns::Formats::of(&def);
         for document in documents.iter_mut().chain(partials.iter_mut()).flatten() {
             document.gather_points(&def.columns);
+            columns::drop_malformed(&def.columns, &formats, document);
         }
         // An update writes its record again.
         let rewrites = updates.iter().filter(|u| u.is_some()).count() as u64;

@@ -222,10 +222,12 @@ fn item_json(item: &BulkItem) -> Value {
         }
         Outcome::Failed(refusal) => {
             body.insert("status".into(), json!(refusal.status));
-            body.insert(
-                "error".into(),
-                json!({"type": refusal.kind, "reason": refusal.reason, "index": item.index}),
-            );
+            let mut error =
+                json!({"type": refusal.kind, "reason": refusal.reason, "index": item.index});
+            if let Some((kind, reason)) = &refusal.caused_by {
+                error["caused_by"] = json!({"type": kind, "reason": reason});
+            }
+            body.insert("error".into(), error);
         }
     }
     json!({ item.action.as_str(): body })

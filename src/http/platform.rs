@@ -430,7 +430,10 @@ fn check_configuration(
         )));
     }
     let declared = match object.get("mappings") {
-        Some(mappings) => crate::documents::mapping::declared_columns(mappings)?,
+        Some(mappings) => crate::documents::mapping::declared_columns(
+            mappings,
+            crate::documents::mapping::ignores_malformed(object.get("settings"))?,
+        )?,
         None => Default::default(),
     };
     let aliases = match object.get("aliases") {

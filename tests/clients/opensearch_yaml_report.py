@@ -25,8 +25,6 @@ def cause(reason):
             return text.format(found.group(1))
     if "stack_trace" in reason:
         return "`error_trace` stack traces are Java's: none are given"
-    if "_ignored" in reason or "failed to parse field [my_date]" in reason:
-        return "`ignore_malformed` and the `_ignored` field are not served"
     if "conflict" in reason:
         return "records have no versions: a delete by query meets no version conflicts"
     if re.search(r"expected an error matching|expected (400|404|409|503)|expected an error status", reason):

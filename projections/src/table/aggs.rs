@@ -90,6 +90,11 @@ pub trait Fields {
     fn date_format(&self, _field: &str) -> Option<String> {
         None
     }
+
+    /// Whether `field` is declared an IP address field.
+    fn is_ip(&self, _field: &str) -> bool {
+        false
+    }
 }
 
 /// An aggregation request translated for tantivy, with what is needed to shape its answer as
@@ -784,6 +789,16 @@ fn translate_one(
             }
         }
         "terms" => {
+            // An IP field's terms are addresses, not strings a pattern reads.
+            if fields.is_ip(&field)
+                && ["include", "exclude"]
+                    .iter()
+                    .any(|key| body.get(*key).is_some_and(Value::is_string))
+            {
+                return Err(invalid(format!(
+                    "Aggregation [{name}] cannot support regular expression style include/exclude settings as they can only be applied to string fields. Use an array of values for include/exclude clauses"
+                )));
+            }
             partitioned(name, &mut body)?;
             if is_date {
                 // tantivy filters string terms only: dates to include or exclude (a list) are

@@ -11,7 +11,9 @@
 //! - `kw`: a JSON field holding every column untokenized, and fast: strings as keywords
 //!   (`term`, `terms`, `prefix`, `wildcard`, `terms` aggregations), numbers, booleans and dates
 //!   as typed values (`range`, sorts, metric and histogram aggregations);
-//! - `all`: every string of the record, analyzed, for a `query_string` that names no field.
+//! - `all`: every string of the record, analyzed, for a `query_string` that names no field;
+//! - `ip`: a JSON field holding the dataset's IP fields (declared `ip`) again, each address as 32
+//!   hex digits (see [`super::ip`]), untokenized: ranges and CIDR blocks of addresses.
 //!
 //! A column's path in `text` and `kw` is its name (`user.name` is path `user` > `name`). The
 //! columns are read as they were written: a segment from before a column changed type keeps its
@@ -44,8 +46,9 @@ pub const ROW_ID_FIELD: &str = "_row_id";
 pub const TEXT_FIELD: &str = "text";
 pub const KEYWORD_FIELD: &str = "kw";
 pub const ALL_FIELD: &str = "all";
+pub const IP_FIELD: &str = "ip";
 
-/// The fields of a document index.
+/// The fields of a document index, and what of a dataset's fields goes where.
 #[derive(Clone, Debug)]
 pub struct DocsSchema {
     pub schema: Schema,
@@ -53,6 +56,9 @@ pub struct DocsSchema {
     pub text: Field,
     pub keyword: Field,
     pub all: Field,
+    pub ip: Field,
+    /// The dataset's IP fields, whose addresses `ip` holds too.
+    ips: Arc<std::collections::BTreeSet<String>>,
 }
 
 /// Reads a column's value in a row as a document value.
@@ -71,27 +77,44 @@ impl DocsSchema {
                 .set_indexing_options(analyzed.clone())
                 .set_expand_dots_enabled(),
         );
-        let keyword = builder.add_json_field(
-            KEYWORD_FIELD,
-            JsonObjectOptions::default()
-                .set_indexing_options(
-                    TextFieldIndexing::default()
-                        .set_tokenizer("raw")
-                        .set_index_option(IndexRecordOption::Basic),
-                )
-                .set_fast("raw")
-                .set_expand_dots_enabled(),
-        );
+        // Untokenized and fast: keywords, typed values, and IP addresses' sortable forms.
+        let raw = JsonObjectOptions::default()
+            .set_indexing_options(
+                TextFieldIndexing::default()
+                    .set_tokenizer("raw")
+                    .set_index_option(IndexRecordOption::Basic),
+            )
+            .set_fast("raw")
+            .set_expand_dots_enabled();
+        let keyword = builder.add_json_field(KEYWORD_FIELD, raw.clone());
         let all = builder.add_text_field(
             ALL_FIELD,
             TextOptions::default().set_indexing_options(analyzed),
         );
+        let ip = builder.add_json_field(IP_FIELD, raw);
         DocsSchema {
             schema: builder.build(),
             row_id,
             text,
             keyword,
             all,
+            ip,
+            ips: Arc::default(),
+        }
+    }
+
+    /// The document index schema of dataset `table`: its IP fields (declared `ip`) go to `ip`
+    /// too.
+    pub fn of(table: &crate::catalog::TableDef) -> DocsSchema {
+        let ips = table
+            .declared
+            .iter()
+            .filter(|(_, field)| field.es_type == "ip")
+            .map(|(name, _)| name.clone())
+            .collect();
+        DocsSchema {
+            ips: Arc::new(ips),
+            ..DocsSchema::new()
         }
     }
 
@@ -114,11 +137,13 @@ impl DocsSchema {
             };
             readers.push((field.name().clone(), column, value));
         }
+        let is_ip: Vec<bool> = readers.iter().map(|(n, ..)| self.ips.contains(n)).collect();
         Ok((0..batch.num_rows()).map(move |row| {
             let mut document = TantivyDocument::new();
             document.add_u64(self.row_id, ids.value(row));
             let mut object: BTreeMap<String, OwnedValue> = BTreeMap::new();
-            for (name, column, value) in &readers {
+            let mut addresses: BTreeMap<String, OwnedValue> = BTreeMap::new();
+            for ((name, column, value), is_ip) in readers.iter().zip(&is_ip) {
                 if column.is_null(row) {
                     continue;
                 }
@@ -134,8 +159,14 @@ impl DocsSchema {
                         }
                         _ => {}
                     }
+                    if *is_ip && let Some(sortable) = sortable_addresses(&value) {
+                        addresses.insert(name.clone(), sortable);
+                    }
                     object.insert(name.clone(), value);
                 }
+            }
+            if !addresses.is_empty() {
+                document.add_object(self.ip, addresses);
             }
             document.add_object(self.text, object.clone());
             document.add_object(self.keyword, object);
@@ -178,6 +209,20 @@ impl DocsSchema {
         let index = Index::create_in_ram(self.schema.clone());
         self.write(&index, batch, 1)?;
         DocsIndex::of(index)
+    }
+}
+
+/// The sortable form of an IP field's address, or addresses (see [`super::ip`]).
+fn sortable_addresses(value: &OwnedValue) -> Option<OwnedValue> {
+    match value {
+        OwnedValue::Str(text) => {
+            super::ip::number(text).map(|n| OwnedValue::Str(super::ip::sortable(n)))
+        }
+        OwnedValue::Array(items) => {
+            let items: Vec<OwnedValue> = items.iter().filter_map(sortable_addresses).collect();
+            (!items.is_empty()).then_some(OwnedValue::Array(items))
+        }
+        _ => None,
     }
 }
 
@@ -273,8 +318,17 @@ impl std::fmt::Debug for DocsIndex {
 }
 
 impl DocsIndex {
+    /// Opens a segment's document index; one of another schema (an older format) is an error,
+    /// and the segment's index is rebuilt.
     pub(crate) fn open(dir: &Path) -> Result<DocsIndex> {
-        DocsIndex::of(Index::open_in_dir(dir).map_err(index_error)?)
+        let index = Index::open_in_dir(dir).map_err(index_error)?;
+        if index.schema() != DocsSchema::new().schema {
+            return Err(index_error(format!(
+                "the document index in {} has an older schema",
+                dir.display()
+            )));
+        }
+        DocsIndex::of(index)
     }
 
     fn of(index: Index) -> Result<DocsIndex> {
@@ -766,6 +820,16 @@ mod tests {
     use tantivy::collector::{Count, DocSetCollector};
 
     use super::*;
+
+    #[test]
+    fn an_index_of_an_older_schema_is_not_opened_so_that_it_is_rebuilt() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut older = tantivy::schema::Schema::builder();
+        older.add_u64_field(ROW_ID_FIELD, FAST);
+        Index::create_in_dir(dir.path(), older.build()).unwrap();
+        let error = DocsIndex::open(dir.path()).unwrap_err().to_string();
+        assert!(error.contains("older schema"), "{error}");
+    }
 
     #[test]
     fn a_large_segment_is_indexed_whole_on_several_threads() {

@@ -57,7 +57,7 @@ impl IndexSpec {
                 metric: table.vector_metric.unwrap_or(VectorMetric::Cosine),
             })
         });
-        let docs = table.dataset.then(DocsSchema::new);
+        let docs = table.dataset.then(|| DocsSchema::of(table));
         if text.is_none() && vector.is_none() && docs.is_none() {
             return None;
         }

@@ -26,6 +26,7 @@ pub mod dsl;
 pub mod filtered;
 pub mod geo;
 mod index;
+pub mod ip;
 mod maintenance;
 mod manifest;
 mod provider;

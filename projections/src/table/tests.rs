@@ -55,6 +55,7 @@ fn table() -> Arc<TableDef> {
         created_at_micros: 0,
         dataset: false,
         date_formats: Default::default(),
+        declared: Default::default(),
     })
 }
 

@@ -18,6 +18,7 @@ fn dataset(name: &str) -> Arc<TableDef> {
         created_at_micros: 0,
         dataset: true,
         date_formats: Default::default(),
+        declared: Default::default(),
     })
 }
 

@@ -200,6 +200,11 @@ pub(super) fn resolve(
                                 Err(refusal) => (slot, Outcome::Failed(refusal)),
                                 Ok(mut document) => {
                                     document.gather_points(&table.columns);
+                                    columns::drop_malformed(
+                                        &table.columns,
+                                        &Formats::of(table),
+                                        &mut document,
+                                    );
                                     match slot {
                                         Slot::Stored(rows) => tombstones |= rows,
                                         Slot::Pending(previous) => keep[previous] = false,

@@ -184,6 +184,18 @@ impl Compiler<'_> {
         Term::from_field_json_path(self.schema.text, path, true)
     }
 
+    /// Addresses of IP field `path` from `lower` to `upper` (see [`super::ip`]).
+    fn ip_range(&self, path: &str, lower: Bound<u128>, upper: Bound<u128>) -> Box<dyn Query> {
+        let bound = |b: Bound<u128>| {
+            b.map(|n| {
+                let mut term = Term::from_field_json_path(self.schema.ip, path, true);
+                term.append_type_and_str(&super::ip::sortable(n));
+                term
+            })
+        };
+        Box::new(RangeQuery::new(bound(lower), bound(upper)))
+    }
+
     /// Matches `value` exactly: as a keyword, and as the number, boolean or date it reads as.
     fn term(&self, field: &str, value: &Value) -> Box<dyn Query> {
         let path = keyword_path(field);
@@ -224,6 +236,13 @@ impl Compiler<'_> {
         }
         if let Some(ms) = parse_date_millis(&text) {
             alternatives.push(self.date_range(path, Bound::Included(ms), Bound::Included(ms)));
+        }
+        // An IP address, or a CIDR block of them.
+        let addresses = super::ip::number(&text)
+            .map(|n| (n, n))
+            .or_else(|| super::ip::block(&text));
+        if let Some((lo, hi)) = addresses {
+            alternatives.push(self.ip_range(path, Bound::Included(lo), Bound::Included(hi)));
         }
         constant(any_of(alternatives))
     }
@@ -483,6 +502,11 @@ impl Compiler<'_> {
         });
         if let (Some(lo), Some(hi)) = (lower_date, upper_date) {
             alternatives.push(self.date_range(path, lo, hi));
+        }
+        // As IP addresses.
+        let address = |v: &Value| v.as_str().and_then(super::ip::number);
+        if let (Some(lo), Some(hi)) = (convert(&lower, address), convert(&upper, address)) {
+            alternatives.push(self.ip_range(path, lo, hi));
         }
         // As keywords.
         let keyword = |v: &Value| v.as_str().map(str::to_owned);
@@ -851,6 +875,22 @@ fn scalar_text(field: &str, value: &Value) -> Result<String, DslError> {
             "the query of [{field}] must be a string, number or boolean, not {other}"
         ))),
     }
+}
+
+/// The records whose IP field `field` holds an address from `lower` to `upper` (an `ip_range`
+/// aggregation's bucket).
+pub fn ip_range_query(
+    schema: &DocsSchema,
+    field: &str,
+    lower: Bound<u128>,
+    upper: Bound<u128>,
+) -> DslQuery {
+    let compiler = Compiler {
+        schema,
+        now: 0,
+        vectors: None,
+    };
+    compiler.ip_range(keyword_path(field), lower, upper)
 }
 
 /// Records both queries match (a `filters` aggregation's bucket within a search's query).

@@ -6,10 +6,14 @@ use std::{sync::Arc, time::Instant};
 
 use serde_json::{Map, Value, json};
 use strata_projections::table::{
-    TableSnapshot, aggs,
+    TableSnapshot,
     docs::{DocsHits, SortBy, SortMode, SortSpec, SortValue, SortedHit},
     dsl::{self, DslQuery},
 };
+
+mod aggregate;
+
+use aggregate::aggregate;
 
 use super::{
     Action, Engine, PlatformPrincipal,
@@ -102,36 +106,6 @@ impl Search {
             }],
             false => self.sort.clone(),
         }
-    }
-}
-
-/// Which fields of the searched datasets are dates (in any of them), and their bounds, for
-/// aggregations.
-struct DatasetFields<'a>(Vec<&'a TableSnapshot>);
-
-impl aggs::Fields for DatasetFields<'_> {
-    fn date_format(&self, field: &str) -> Option<String> {
-        self.0
-            .iter()
-            .find_map(|snapshot| snapshot.table.date_formats.get(field).cloned())
-    }
-
-    fn date_bounds(&self, field: &str) -> Option<(i64, i64)> {
-        self.0
-            .iter()
-            .filter_map(|snapshot| snapshot.date_bounds(field).ok().flatten())
-            .reduce(|(a, b), (c, d)| (a.min(c), b.max(d)))
-    }
-
-    fn is_date(&self, field: &str) -> bool {
-        use strata_projections::schema::ColumnType;
-        self.0.iter().flat_map(|s| &s.table.columns).any(|c| {
-            c.name == field
-                && matches!(
-                    c.data_type,
-                    ColumnType::Timestamp { .. } | ColumnType::Date32
-                )
-        })
     }
 }
 
@@ -720,6 +694,9 @@ impl Engine {
             if !search.source.none {
                 entry.insert("_source".into(), source);
             }
+            if let Some(ignored) = source::ignored(rows, row) {
+                entry.insert("_ignored".into(), ignored);
+            }
             let mut fields = Map::new();
             for field in &search.fields {
                 if let Some(values) = field.values(rows, row) {
@@ -813,118 +790,4 @@ impl Engine {
         }
         Ok(total)
     }
-}
-
-/// Runs a search body's `aggs` over what each part's query matches in its snapshot (one part
-/// per searched dataset), merged. `filters` aggregations (at this level) run each bucket's query
-/// with the search's; the others go to tantivy together.
-fn aggregate(parts: &[(Arc<TableSnapshot>, DslQuery)], request: &Value, now: i64) -> Result<Value> {
-    let Value::Object(named) = request else {
-        return Err(bad(
-            "illegal_argument_exception",
-            "[aggs] must be an object of named aggregations",
-        ));
-    };
-    let index_error = |error: strata_projections::Error| match error {
-        strata_projections::Error::Index(reason) => bad("illegal_argument_exception", reason),
-        other => Error::Projection(other),
-    };
-    let (filters, native): (Vec<_>, Vec<_>) = named
-        .iter()
-        .partition(|(_, agg)| agg.get("filters").is_some());
-    let mut answer = match native.is_empty() {
-        true => json!({}),
-        false => {
-            let native: Map<String, Value> = native
-                .into_iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            let fields = DatasetFields(parts.iter().map(|(s, _)| &**s).collect());
-            let translated = aggs::translate(&Value::Object(native), &fields, now)
-                .map_err(|error| bad(error.kind, error.reason))?;
-            let mut partial = aggs::Partial::default();
-            for (snapshot, query) in parts {
-                snapshot
-                    .aggregate_into(query.as_ref(), &translated, &mut partial)
-                    .map_err(index_error)?;
-            }
-            translated.finish(partial).map_err(index_error)?
-        }
-    };
-    // Every dataset's document index has the same schema: any compiles the filters.
-    let schema = parts
-        .iter()
-        .find_map(|(s, _)| s.index.as_ref().and_then(|i| i.docs.clone()))
-        .unwrap_or_default();
-    for (name, agg) in filters {
-        let spec = &agg["filters"];
-        // The records none of the filters match get a bucket of their own too when asked.
-        let other_key = match (spec.get("other_bucket"), spec.get("other_bucket_key")) {
-            (Some(Value::Bool(false)), _) => None,
-            (_, Some(key)) => Some(key.as_str().unwrap_or("_other_").to_owned()),
-            (Some(Value::Bool(true)), None) => Some("_other_".to_owned()),
-            _ => None,
-        };
-        let sub = agg.get("aggs").or_else(|| agg.get("aggregations"));
-        let bucket_of = |filter: &Value| -> Result<Value> {
-            let filter = dsl::compile(&schema, filter, now)
-                .map_err(|error| bad(error.kind, error.reason))?;
-            let combined: Vec<(Arc<TableSnapshot>, DslQuery)> = parts
-                .iter()
-                .map(|(snapshot, query)| {
-                    (
-                        snapshot.clone(),
-                        dsl::both(query.box_clone(), filter.box_clone()),
-                    )
-                })
-                .collect();
-            let mut count = 0;
-            for (snapshot, query) in &combined {
-                count += snapshot
-                    .search_documents(query.as_ref(), 0)
-                    .map_err(index_error)?
-                    .total;
-            }
-            let mut bucket = match sub {
-                Some(sub) => aggregate(&combined, sub, now)?,
-                None => json!({}),
-            };
-            bucket["doc_count"] = json!(count);
-            Ok(bucket)
-        };
-        let none_of = |filters: Vec<&Value>| json!({"bool": {"must_not": filters}});
-        let buckets = match &spec["filters"] {
-            Value::Object(keyed) => {
-                let mut buckets = keyed
-                    .iter()
-                    .map(|(key, filter)| Ok((key.clone(), bucket_of(filter)?)))
-                    .collect::<Result<Map<String, Value>>>()?;
-                if let Some(key) = other_key {
-                    let other = bucket_of(&none_of(keyed.values().collect()))?;
-                    buckets.insert(key, other);
-                }
-                Value::Object(buckets)
-            }
-            Value::Array(list) => {
-                let mut buckets: Vec<Value> = list.iter().map(bucket_of).collect::<Result<_>>()?;
-                if other_key.is_some() {
-                    buckets.push(bucket_of(&none_of(list.iter().collect()))?);
-                }
-                Value::Array(buckets)
-            }
-            other => {
-                return Err(bad(
-                    "illegal_argument_exception",
-                    format!(
-                        "[filters] of [{name}] must be an object or a list of queries, not {other}"
-                    ),
-                ));
-            }
-        };
-        answer[name] = json!({ "buckets": buckets });
-        if let Some(meta) = agg.get("meta") {
-            answer[name]["meta"] = meta.clone();
-        }
-    }
-    Ok(answer)
 }
