@@ -276,3 +276,87 @@ async fn ip_fields_hold_addresses_searched_by_address_block_and_range() {
     let refused = platform.send("POST", "/net/_search", Some(&pattern)).await;
     assert_eq!(refused.status, 400, "{refused:?}");
 }
+
+#[tokio::test]
+async fn field_aliases_and_multi_fields_read_their_fields_values() {
+    let (_dir, _server, platform) = start();
+    let body = json!({"mappings": {"properties": {
+        "title": {"type": "text", "fields": {"raw": {"type": "keyword"}}},
+        "at": {"type": "date", "fields": {"nanos": {"type": "date_nanos"}}},
+        "name": {"type": "alias", "path": "title"},
+    }}});
+    assert_eq!(
+        platform.send("PUT", "/books", Some(&body)).await.status,
+        200
+    );
+    let answer = bulk(
+        &platform,
+        "/books/_bulk",
+        &[
+            json!({"index": {"_id": "1"}}),
+            json!({"title": "hello world", "at": "2026-01-05"}),
+            json!({"index": {"_id": "2"}}),
+            json!({"title": "goodbye", "at": "2026-02-05"}),
+            // An alias holds no values of its own.
+            json!({"index": {"_id": "3"}}),
+            json!({"name": "written to the alias"}),
+        ],
+    )
+    .await;
+    assert_eq!(statuses(&answer), [201, 201, 400]);
+    assert!(
+        answer["items"][2]["index"]["error"]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("Cannot write to a field alias [name]")
+    );
+    let search = |body: Value| {
+        let platform = platform.clone();
+        async move { platform.send("POST", "/books/_search", Some(&body)).await }
+    };
+    // Queries, query strings (with regular expressions), sorts and aggregations read through
+    // aliases and multi-fields.
+    let hello = search(json!({"query": {"match": {"name": "hello"}}})).await;
+    assert_eq!(ids(&hello), ["1"]);
+    let raw = search(json!({"query": {"term": {"title.raw": "goodbye"}}})).await;
+    assert_eq!(ids(&raw), ["2"]);
+    let regex = search(json!({"query": {"query_string": {"query": "name: /h[a-z]+o/"}}})).await;
+    assert_eq!(ids(&regex), ["1"]);
+    let sorted = search(json!({"sort": [{"at.nanos": "desc"}]})).await;
+    assert_eq!(sorted.body["hits"]["hits"][0]["_id"], "2");
+    let histogram = search(json!({"size": 0, "aggs": {"months": {"date_histogram": {"field": "at.nanos", "calendar_interval": "month"}}}})).await;
+    assert_eq!(
+        histogram.body["aggregations"]["months"]["buckets"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2,
+        "{histogram:?}"
+    );
+    let fields =
+        search(json!({"query": {"ids": {"values": ["1"]}}, "docvalue_fields": ["name"]})).await;
+    assert_eq!(
+        fields.body["hits"]["hits"][0]["fields"]["name"],
+        json!(["hello world"])
+    );
+    // The mapping shows them as declared.
+    let mapping = platform.send("GET", "/books/_mapping", None).await;
+    let properties = &mapping.body["books"]["mappings"]["properties"];
+    assert_eq!(
+        properties["name"],
+        json!({"type": "alias", "path": "title"})
+    );
+    assert_eq!(
+        properties["title"]["fields"]["raw"],
+        json!({"type": "keyword"})
+    );
+    // An alias must name a field of the mapping.
+    let dangling = json!({"mappings": {"properties": {"a": {"type": "alias", "path": "nowhere"}}}});
+    assert_eq!(
+        platform
+            .send("PUT", "/dangling", Some(&dangling))
+            .await
+            .status,
+        400
+    );
+}

@@ -96,12 +96,32 @@ pub struct DeclaredField {
     pub es_type: String,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ignore_malformed: bool,
+    /// The field whose values this one reads: an alias's target, a multi-field's parent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
 }
 
 impl TableDef {
     /// The Elasticsearch type field `name` was declared as, if it was.
     pub fn declared_type(&self, name: &str) -> Option<&str> {
         self.declared.get(name).map(|d| d.es_type.as_str())
+    }
+
+    /// The field whose values field `name` reads: itself, or the target of an alias or the
+    /// parent of a multi-field.
+    pub fn resolve_field<'a>(&'a self, name: &'a str) -> &'a str {
+        self.declared
+            .get(name)
+            .and_then(|d| d.path.as_deref())
+            .unwrap_or(name)
+    }
+
+    /// The fields that read another's values (aliases and multi-fields), and whose.
+    pub fn field_aliases(&self) -> BTreeMap<String, String> {
+        self.declared
+            .iter()
+            .filter_map(|(name, d)| Some((name.clone(), d.path.clone()?)))
+            .collect()
     }
 }
 
@@ -161,6 +181,7 @@ impl TableDef {
                         DeclaredField {
                             es_type: field.r#type.clone(),
                             ignore_malformed: field.ignore_malformed,
+                            path: (!field.path.is_empty()).then(|| field.path.clone()),
                         },
                     )
                 })

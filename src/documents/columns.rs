@@ -409,37 +409,52 @@ pub fn grow(
             ))));
             continue;
         }
-        // Nothing changes unless the whole document fits.
+        // Nothing changes unless the whole document fits. A field that reads another's values
+        // (an alias, a multi-field) holds none of its own.
         let mut changes: Vec<(usize, ColumnType)> = Vec::new();
-        let mut refusal = None;
-        for (name, value) in &document.fields {
-            let Some(&at) = position.get(name) else {
-                continue;
-            };
-            let column = changes
-                .iter()
-                .rev()
-                .find(|(i, _)| *i == at)
-                .map_or(&columns[at].data_type, |(_, t)| t);
-            let reading = formats.reading(name, column);
-            if cell(column, reading, value).is_some() {
-                continue;
-            }
-            // A declared field keeps its type (one value or several): a value it cannot take
-            // is refused.
-            let declared = formats.declared(name);
-            let keeps_type = |to: &ColumnType| declared.is_none() || same_kind(column, to);
-            match widened(column, reading, value).filter(keeps_type) {
-                Some(to) => changes.push((at, to)),
-                None => {
-                    refusal = Some(malformed(
-                        name,
-                        &columns[at].data_type,
-                        declared,
-                        reading,
-                        value,
-                    ));
-                    break;
+        let mut refusal = document
+            .fields
+            .iter()
+            .find(|(name, _)| formats.declared(name).is_some_and(|d| d.path.is_some()))
+            .map(|(name, _)| {
+                Refusal::parsing(format!(
+                    "Cannot write to a field alias [{name}]: it reads the values of [{}]",
+                    formats
+                        .declared(name)
+                        .and_then(|d| d.path.clone())
+                        .unwrap_or_default()
+                ))
+            });
+        if refusal.is_none() {
+            for (name, value) in &document.fields {
+                let Some(&at) = position.get(name) else {
+                    continue;
+                };
+                let column = changes
+                    .iter()
+                    .rev()
+                    .find(|(i, _)| *i == at)
+                    .map_or(&columns[at].data_type, |(_, t)| t);
+                let reading = formats.reading(name, column);
+                if cell(column, reading, value).is_some() {
+                    continue;
+                }
+                // A declared field keeps its type (one value or several): a value it cannot take
+                // is refused.
+                let declared = formats.declared(name);
+                let keeps_type = |to: &ColumnType| declared.is_none() || same_kind(column, to);
+                match widened(column, reading, value).filter(keeps_type) {
+                    Some(to) => changes.push((at, to)),
+                    None => {
+                        refusal = Some(malformed(
+                            name,
+                            &columns[at].data_type,
+                            declared,
+                            reading,
+                            value,
+                        ));
+                        break;
+                    }
                 }
             }
         }

@@ -142,6 +142,19 @@ pub fn declared_columns(mappings: &Value, ignore_malformed: bool) -> Result<Decl
             other => return Err(bad(format!("[{other}] is not supported"))),
         }
     }
+    // An alias names a field of the mapping that holds values of its own.
+    for (name, field) in &declared.fields {
+        let Some(target) = field.path.as_deref().filter(|_| field.es_type == "alias") else {
+            continue;
+        };
+        let holds_values =
+            target == TIMESTAMP_FIELD || declared.columns.iter().any(|c| c.name == target);
+        if !holds_values {
+            return Err(bad(format!(
+                "Invalid [path] value [{target}] for field alias [{name}]: an alias must refer to an existing field in the mappings"
+            )));
+        }
+    }
     Ok(declared)
 }
 
@@ -233,6 +246,20 @@ fn declare(
                 declare(&format!("{path}."), inner, ignore_malformed, out)?
             }
             (None | Some("object"), None) => {}
+            (Some("alias"), _) => {
+                let target = field
+                    .get("path")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| bad(format!("the field alias [{path}] needs a [path]")))?;
+                out.fields.insert(
+                    path.clone(),
+                    DeclaredField {
+                        es_type: "alias".to_owned(),
+                        ignore_malformed: false,
+                        path: Some(target.to_owned()),
+                    },
+                );
+            }
             (Some(kind @ ("knn_vector" | "dense_vector")), _) => {
                 if let Some((other, _)) = &out.vector {
                     return Err(bad(format!(
@@ -292,8 +319,31 @@ fn declare(
                     DeclaredField {
                         es_type: kind.to_owned(),
                         ignore_malformed: ignore,
+                        path: None,
                     },
                 );
+                // Multi-fields: other names for the same values (`title.raw`).
+                if let Some(subfields) = field.get("fields") {
+                    let Value::Object(subfields) = subfields else {
+                        return Err(bad(format!("[fields] of [{path}] must be an object")));
+                    };
+                    for (sub, definition) in subfields {
+                        let kind = definition.get("type").and_then(Value::as_str).unwrap_or("");
+                        if column_type(kind).is_none() {
+                            return Err(bad(format!(
+                                "field type [{kind}] of the multi-field [{path}.{sub}] is not supported yet"
+                            )));
+                        }
+                        out.fields.insert(
+                            format!("{path}.{sub}"),
+                            DeclaredField {
+                                es_type: kind.to_owned(),
+                                ignore_malformed: false,
+                                path: Some(path.clone()),
+                            },
+                        );
+                    }
+                }
                 out.columns.push(ColumnDef {
                     name: path,
                     data_type,
@@ -314,7 +364,26 @@ pub fn of(table: &TableDef) -> Value {
         .iter()
         .filter(|c| c.name != ID_FIELD && c.name != super::IGNORED_FIELD)
     {
-        insert(&mut properties, &column.name, field_type(table, column));
+        let mut leaf = field_type(table, column);
+        // Its multi-fields, under `fields`.
+        for (name, declared) in &table.declared {
+            if declared.es_type != "alias"
+                && declared.path.as_deref() == Some(column.name.as_str())
+                && let Some(sub) = name.strip_prefix(&format!("{}.", column.name))
+            {
+                leaf["fields"][sub] = json!({"type": declared.es_type});
+            }
+        }
+        insert(&mut properties, &column.name, leaf);
+    }
+    for (name, declared) in &table.declared {
+        if let (Some(path), "alias") = (&declared.path, declared.es_type.as_str()) {
+            insert(
+                &mut properties,
+                name,
+                json!({"type": "alias", "path": path}),
+            );
+        }
     }
     json!({"mappings": {"properties": properties}})
 }

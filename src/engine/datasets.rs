@@ -318,6 +318,7 @@ impl Engine {
                     let declared = strata_log::event::DeclaredField {
                         r#type: field.es_type,
                         ignore_malformed: field.ignore_malformed,
+                        path: field.path.unwrap_or_default(),
                     };
                     (name, declared)
                 })

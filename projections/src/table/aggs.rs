@@ -95,6 +95,11 @@ pub trait Fields {
     fn is_ip(&self, _field: &str) -> bool {
         false
     }
+
+    /// The field whose values `field` reads (an alias's target, a multi-field's parent).
+    fn resolve(&self, field: &str) -> String {
+        field.to_owned()
+    }
 }
 
 /// An aggregation request translated for tantivy, with what is needed to shape its answer as
@@ -697,7 +702,7 @@ fn translate_one(
             "[precisionThreshold] must be greater than or equal to 0. Found [{threshold}] in [{name}]"
         )));
     }
-    let field = field.strip_suffix(".keyword").unwrap_or(&field).to_owned();
+    let field = fields.resolve(field.strip_suffix(".keyword").unwrap_or(&field));
     let value_type = body.remove("value_type");
     let is_date = kind == "date_range"
         || value_type.as_ref().and_then(Value::as_str) == Some("date")

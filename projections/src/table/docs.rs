@@ -59,6 +59,8 @@ pub struct DocsSchema {
     pub ip: Field,
     /// The dataset's IP fields, whose addresses `ip` holds too.
     ips: Arc<std::collections::BTreeSet<String>>,
+    /// The dataset's fields that read another's values (aliases, multi-fields), and whose.
+    aliases: Arc<BTreeMap<String, String>>,
 }
 
 /// Reads a column's value in a row as a document value.
@@ -100,7 +102,15 @@ impl DocsSchema {
             all,
             ip,
             ips: Arc::default(),
+            aliases: Arc::default(),
         }
+    }
+
+    /// The path field `field` has in the index: `f.keyword` is `f`, and an alias or a
+    /// multi-field is the field whose values it reads.
+    pub fn path<'a>(&'a self, field: &'a str) -> &'a str {
+        let field = field.strip_suffix(".keyword").unwrap_or(field);
+        self.aliases.get(field).map_or(field, String::as_str)
     }
 
     /// The document index schema of dataset `table`: its IP fields (declared `ip`) go to `ip`
@@ -114,6 +124,7 @@ impl DocsSchema {
             .collect();
         DocsSchema {
             ips: Arc::new(ips),
+            aliases: Arc::new(table.field_aliases()),
             ..DocsSchema::new()
         }
     }

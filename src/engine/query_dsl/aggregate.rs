@@ -33,6 +33,15 @@ impl aggs::Fields for DatasetFields<'_> {
             .reduce(|(a, b), (c, d)| (a.min(c), b.max(d)))
     }
 
+    fn resolve(&self, field: &str) -> String {
+        self.0
+            .iter()
+            .map(|snapshot| snapshot.table.resolve_field(field))
+            .find(|resolved| *resolved != field)
+            .unwrap_or(field)
+            .to_owned()
+    }
+
     fn is_ip(&self, field: &str) -> bool {
         self.0
             .iter()

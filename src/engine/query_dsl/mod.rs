@@ -534,7 +534,17 @@ impl Engine {
                 (hits, found.total)
             }
             false => {
-                let sort = search.effective_sort();
+                // A field alias (or multi-field) sorts by the field whose values it reads.
+                let sort: Vec<SortSpec> = search
+                    .effective_sort()
+                    .into_iter()
+                    .map(|mut spec| {
+                        if let SortBy::Field(name) = &spec.by {
+                            spec.by = SortBy::Field(snapshot.table.resolve_field(name).to_owned());
+                        }
+                        spec
+                    })
+                    .collect();
                 let limit = search.terminate_after;
                 let after = search
                     .search_after
@@ -699,7 +709,12 @@ impl Engine {
             }
             let mut fields = Map::new();
             for field in &search.fields {
-                if let Some(values) = field.values(rows, row) {
+                let name = field.name.strip_suffix(".keyword").unwrap_or(&field.name);
+                let read = FieldRequest {
+                    name: found[*i].snapshot.table.resolve_field(name).to_owned(),
+                    ..field.clone()
+                };
+                if let Some(values) = read.values(rows, row) {
                     fields.insert(field.name.clone(), Value::Array(values));
                 }
             }

@@ -94,10 +94,6 @@ fn single<'v>(
 }
 
 /// A field's name in a keyword query: `status.keyword` is `status`.
-fn keyword_path(field: &str) -> &str {
-    field.strip_suffix(".keyword").unwrap_or(field)
-}
-
 impl Compiler<'_> {
     fn query(&self, query: &Value) -> Compiled {
         let Value::Object(object) = query else {
@@ -198,7 +194,7 @@ impl Compiler<'_> {
 
     /// Matches `value` exactly: as a keyword, and as the number, boolean or date it reads as.
     fn term(&self, field: &str, value: &Value) -> Box<dyn Query> {
-        let path = keyword_path(field);
+        let path = self.schema.path(field);
         let mut alternatives: Vec<Box<dyn Query>> = Vec::new();
         let mut add = |term: Term| {
             alternatives.push(Box::new(TermQuery::new(term, IndexRecordOption::Basic)));
@@ -270,7 +266,7 @@ impl Compiler<'_> {
             .get("field")
             .and_then(Value::as_str)
             .ok_or_else(|| parsing("[exists] query needs a [field]"))?;
-        let path = format!("{KEYWORD_FIELD}.{}", keyword_path(field));
+        let path = format!("{KEYWORD_FIELD}.{}", self.schema.path(field));
         Ok(Box::new(ConstScoreQuery::new(
             Box::new(ExistsQuery::new(path, true)),
             1.0,
@@ -296,7 +292,7 @@ impl Compiler<'_> {
             regex.push_str(".*");
         }
         // Terms of a JSON field are its path (segments joined by \x01), \x00, the type, the value.
-        let path = keyword_path(field).replace('.', "\u{1}");
+        let path = self.schema.path(field).replace('.', "\u{1}");
         let pattern = format!("{}\u{0}s{regex}", regex_syntax_escape_str(&path));
         let query = RegexQuery::from_pattern(&pattern, self.schema.keyword)
             .map_err(|e| parsing(format!("invalid pattern [{text}]: {e}")))?;
@@ -313,7 +309,7 @@ impl Compiler<'_> {
         };
         check_regex_length(regex)?;
         // Terms of a JSON field are its path (segments joined by \x01), \x00, the type, the value.
-        let path = regex_syntax_escape_str(&keyword_path(field).replace('.', "\u{1}"));
+        let path = regex_syntax_escape_str(&self.schema.path(field).replace('.', "\u{1}"));
         let pattern = format!("{path}\u{0}s(?:{regex})");
         let invalid = |e: tantivy::TantivyError| {
             parsing(format!("invalid regular expression [{regex}]: {e}"))
@@ -327,7 +323,7 @@ impl Compiler<'_> {
     fn matching(&self, field: &str, value: &Value, options: &Map<String, Value>) -> Compiled {
         let text = scalar_text(field, value)?;
         let tokens = analyze_with(&text, options)?;
-        let path = keyword_path(field);
+        let path = self.schema.path(field);
         let mut clauses: Vec<Box<dyn Query>> = tokens
             .iter()
             .map(|token| self.word(path, token, options))
@@ -367,7 +363,7 @@ impl Compiler<'_> {
     fn bool_prefix(&self, field: &str, value: &Value, options: &Map<String, Value>) -> Compiled {
         let text = scalar_text(field, value)?;
         let mut tokens = analyze_with(&text, options)?;
-        let path = keyword_path(field);
+        let path = self.schema.path(field);
         let Some(last) = tokens.pop() else {
             return Ok(Box::new(EmptyQuery));
         };
@@ -400,7 +396,7 @@ impl Compiler<'_> {
     fn phrase(&self, field: &str, value: &Value, options: &Map<String, Value>) -> Compiled {
         let text = scalar_text(field, value)?;
         let tokens = analyze(&text);
-        let path = keyword_path(field);
+        let path = self.schema.path(field);
         let terms: Vec<(usize, Term)> = tokens
             .iter()
             .enumerate()
@@ -446,7 +442,7 @@ impl Compiler<'_> {
                 "[range] query on [{field}] must be an object"
             )));
         };
-        let path = keyword_path(field);
+        let path = self.schema.path(field);
         let mut lower = (Bound::Unbounded, None::<&Value>);
         let mut upper = (Bound::Unbounded, None::<&Value>);
         for (key, value) in spec {
@@ -708,13 +704,61 @@ impl Compiler<'_> {
             reason: format!("Failed to parse query [{text}]"),
         })?;
         check_regexes(&ast)?;
-        let ast = rewrite(ast, default_field.as_deref());
-        self.all_strings_parser(is_and(body.get("default_operator")))
-            .build_query_from_user_input_ast(ast)
-            .map_err(|e| DslError {
-                kind: "query_shard_exception",
-                reason: format!("Failed to parse query [{text}]: {e}"),
-            })
+        let ast = rewrite(ast, default_field.as_deref(), self.schema);
+        let and = is_and(body.get("default_operator"));
+        self.user_input(ast, &self.all_strings_parser(and), and, text)
+    }
+
+    /// A parsed `query_string` as a query: clauses and boosts as tantivy's parser builds them,
+    /// each leaf by the parser but for regular expressions, which are `regexp` queries on the
+    /// field (tantivy's parser takes none on a JSON field).
+    fn user_input(
+        &self,
+        ast: UserInputAst,
+        parser: &QueryParser,
+        and: bool,
+        text: &str,
+    ) -> Compiled {
+        Ok(match ast {
+            UserInputAst::Clause(clauses) => {
+                let default = if and { Occur::Must } else { Occur::Should };
+                let mut subqueries = clauses
+                    .into_iter()
+                    .map(|(occur, ast)| {
+                        Ok((
+                            occur.unwrap_or(default),
+                            self.user_input(ast, parser, and, text)?,
+                        ))
+                    })
+                    .collect::<Result<Vec<(Occur, Box<dyn Query>)>, DslError>>()?;
+                // Only exclusions: everything else.
+                if subqueries.iter().all(|(occur, _)| *occur == Occur::MustNot) {
+                    subqueries.push((Occur::Must, Box::new(AllQuery)));
+                }
+                Box::new(BooleanQuery::new(subqueries))
+            }
+            UserInputAst::Boost(inner, boost) => Box::new(BoostQuery::new(
+                self.user_input(*inner, parser, and, text)?,
+                boost.into_inner() as f32,
+            )),
+            UserInputAst::Leaf(leaf) => match *leaf {
+                UserInputLeaf::Regex { field, pattern } => {
+                    let field = field.ok_or_else(|| DslError {
+                        kind: "query_shard_exception",
+                        reason: format!(
+                            "Failed to parse query [{text}]: a regular expression needs a field"
+                        ),
+                    })?;
+                    self.regexp(&field, &Value::String(pattern))?
+                }
+                leaf => parser
+                    .build_query_from_user_input_ast(UserInputAst::Leaf(Box::new(leaf)))
+                    .map_err(|e| DslError {
+                        kind: "query_shard_exception",
+                        reason: format!("Failed to parse query [{text}]: {e}"),
+                    })?,
+            },
+        })
     }
 }
 
@@ -750,29 +794,29 @@ fn check_regexes(ast: &UserInputAst) -> Result<(), DslError> {
 /// Names the fields of a `query_string` as the document index has them: a word without a field
 /// searches every string (`all`), or `default_field`; `field:word` searches `field` as text;
 /// ranges, sets and `_exists_` read keywords and typed values.
-fn rewrite(ast: UserInputAst, default_field: Option<&str>) -> UserInputAst {
+fn rewrite(ast: UserInputAst, default_field: Option<&str>, schema: &DocsSchema) -> UserInputAst {
     let text_field = |field: Option<String>| match field.as_deref().or(default_field) {
         None => Some(ALL_FIELD.to_owned()),
         Some(name) => match name.strip_suffix(".keyword") {
-            Some(name) => Some(format!("{KEYWORD_FIELD}.{name}")),
-            None => Some(format!("{TEXT_FIELD}.{name}")),
+            Some(_) => Some(format!("{KEYWORD_FIELD}.{}", schema.path(name))),
+            None => Some(format!("{TEXT_FIELD}.{}", schema.path(name))),
         },
     };
     let keyword_field = |field: Option<String>| {
         field
             .as_deref()
             .or(default_field)
-            .map(|name| format!("{KEYWORD_FIELD}.{}", keyword_path(name)))
+            .map(|name| format!("{KEYWORD_FIELD}.{}", schema.path(name)))
     };
     match ast {
         UserInputAst::Clause(clauses) => UserInputAst::Clause(
             clauses
                 .into_iter()
-                .map(|(occur, ast)| (occur, rewrite(ast, default_field)))
+                .map(|(occur, ast)| (occur, rewrite(ast, default_field, schema)))
                 .collect(),
         ),
         UserInputAst::Boost(inner, boost) => {
-            UserInputAst::Boost(Box::new(rewrite(*inner, default_field)), boost)
+            UserInputAst::Boost(Box::new(rewrite(*inner, default_field, schema)), boost)
         }
         UserInputAst::Leaf(leaf) => UserInputAst::Leaf(Box::new(match *leaf {
             UserInputLeaf::Literal(mut literal) => {
@@ -792,8 +836,16 @@ fn rewrite(ast: UserInputAst, default_field: Option<&str>) -> UserInputAst {
                 field: keyword_field(field),
                 elements,
             },
+            // Built as a `regexp` query (see `Compiler::user_input`): the field, resolved.
+            UserInputLeaf::Regex { field, pattern } => UserInputLeaf::Regex {
+                field: field
+                    .as_deref()
+                    .or(default_field)
+                    .map(|name| schema.path(name).to_owned()),
+                pattern,
+            },
             UserInputLeaf::Exists { field } => UserInputLeaf::Exists {
-                field: format!("{KEYWORD_FIELD}.{}", keyword_path(&field)),
+                field: format!("{KEYWORD_FIELD}.{}", schema.path(&field)),
             },
             other => other,
         })),
@@ -890,7 +942,7 @@ pub fn ip_range_query(
         now: 0,
         vectors: None,
     };
-    compiler.ip_range(keyword_path(field), lower, upper)
+    compiler.ip_range(schema.path(field), lower, upper)
 }
 
 /// Records both queries match (a `filters` aggregation's bucket within a search's query).

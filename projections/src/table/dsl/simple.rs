@@ -13,7 +13,7 @@ use tantivy::{
     schema::IndexRecordOption,
 };
 
-use super::{Compiled, Compiler, analyze, is_and, keyword_path, minimum_should_match, parsing};
+use super::{Compiled, Compiler, analyze, is_and, minimum_should_match, parsing};
 
 /// One clause of the text: what it asks for, and how it must occur.
 #[derive(Debug, PartialEq)]
@@ -148,7 +148,7 @@ impl Compiler<'_> {
                     let Some(word) = analyze(stem).pop() else {
                         return Ok(None);
                     };
-                    let mut term = self.text_term(keyword_path(field));
+                    let mut term = self.text_term(self.schema.path(field));
                     term.append_type_and_str(&word);
                     Box::new(FuzzyTermQuery::new_prefix(term, 0, true))
                 }

@@ -10,7 +10,7 @@ use tantivy::{
     query::{AllQuery, BooleanQuery, ConstScoreQuery, EmptyQuery, Query, RangeQuery},
 };
 
-use super::{Compiled, Compiler, DslError, keyword_path, parsing};
+use super::{Compiled, Compiler, DslError, parsing};
 use crate::{
     catalog::VectorMetric,
     table::{
@@ -55,7 +55,7 @@ fn geo_field<'v>(kind: &str, body: &'v Value) -> Result<(&'v str, &'v Value), Ds
         .iter()
         .filter(|(key, _)| !GEO_OPTIONS.contains(&key.as_str()));
     match (fields.next(), fields.next()) {
-        (Some((field, value)), None) => Ok((keyword_path(field), value)),
+        (Some((field, value)), None) => Ok((field, value)),
         (None, _) => Err(parsing(format!("[{kind}] query names no field"))),
         (Some(_), Some((other, _))) => Err(parsing(format!(
             "[{kind}] query names more than one field ([{other}] too)"
@@ -97,6 +97,7 @@ impl Compiler<'_> {
     /// `geo_bounding_box`: points of the field inside the box (every match scores 1).
     pub(super) fn geo_bounding_box(&self, body: &Value) -> Compiled {
         let (field, area) = geo_field("geo_bounding_box", body)?;
+        let field = self.schema.path(field);
         let area =
             GeoBox::parse(area).map_err(|reason| invalid("geo_bounding_box", field, reason))?;
         Ok(Box::new(ConstScoreQuery::new(
@@ -109,6 +110,7 @@ impl Compiler<'_> {
     /// bounding box of the circle by range queries, then each point's exact distance).
     pub(super) fn geo_distance(&self, body: &Value) -> Compiled {
         let (field, center) = geo_field("geo_distance", body)?;
+        let field = self.schema.path(field);
         let meters = body
             .get("distance")
             .ok_or_else(|| invalid("geo_distance", field, "[distance] is missing".to_owned()))
