@@ -360,3 +360,95 @@ async fn field_aliases_and_multi_fields_read_their_fields_values() {
         400
     );
 }
+
+#[tokio::test]
+async fn put_mapping_declares_fields_on_a_dataset_that_exists() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(dir.path(), &[]);
+    let root = root_user(dir.path(), "acme");
+    let platform = Signed::new(&server, &root);
+    let answer = bulk(
+        &platform,
+        "/logs/_bulk",
+        &[json!({"index": {}}), json!({"count": 1, "host": "a"})],
+    )
+    .await;
+    assert_eq!(statuses(&answer), [201]);
+    // A new field, and a field records brought, declared as the type it has.
+    let body = json!({"properties": {
+        "client": {"type": "ip"},
+        "count": {"type": "long"},
+        "name": {"type": "alias", "path": "host"},
+    }});
+    let put = platform.send("PUT", "/logs/_mapping", Some(&body)).await;
+    assert_eq!(put.status, 200, "{put:?}");
+    // Declared now: a value of another type fails its record instead of widening the column.
+    let answer = bulk(
+        &platform,
+        "/logs/_bulk",
+        &[
+            json!({"index": {}}),
+            json!({"count": "many"}),
+            json!({"index": {}}),
+            json!({"client": "10.1.2.3", "count": 2}),
+        ],
+    )
+    .await;
+    assert_eq!(statuses(&answer), [400, 201]);
+    // A declared field's type does not change.
+    for body in [
+        json!({"properties": {"count": {"type": "keyword"}}}),
+        json!({"properties": {"host": {"type": "long"}}}),
+    ] {
+        let refused = platform.send("PUT", "/logs/_mapping", Some(&body)).await;
+        assert_eq!(refused.status, 400, "{body}: {refused:?}");
+        assert!(
+            refused.body["message"]
+                .as_str()
+                .unwrap()
+                .contains("cannot be changed from type")
+        );
+    }
+    assert_eq!(
+        platform
+            .send("PUT", "/nope/_mapping", Some(&json!({"properties": {}})))
+            .await
+            .status,
+        404
+    );
+
+    // Settings that mean nothing here are acknowledged; another is refused, never dropped.
+    let noop = json!({"index": {"number_of_replicas": 2, "refresh_interval": "30s"}});
+    assert_eq!(
+        platform
+            .send("PUT", "/logs/_settings", Some(&noop))
+            .await
+            .status,
+        200
+    );
+    let other = json!({"index.blocks.write": true});
+    let refused = platform.send("PUT", "/logs/_settings", Some(&other)).await;
+    assert_eq!(refused.status, 400, "{refused:?}");
+    let settings = platform.send("GET", "/logs/_settings", None).await;
+    assert_eq!(
+        settings.body["logs"]["settings"]["index"]["number_of_shards"],
+        "1"
+    );
+
+    // The declarations are in the log: they survive a restart.
+    assert!(server.stop());
+    let server = Server::start(dir.path(), &[]);
+    let platform = Signed::new(&server, &root);
+    let mapping = platform.send("GET", "/logs/_mapping", None).await;
+    let properties = &mapping.body["logs"]["mappings"]["properties"];
+    assert_eq!(properties["client"], json!({"type": "ip"}));
+    assert_eq!(properties["name"], json!({"type": "alias", "path": "host"}));
+    let body = json!({"query": {"term": {"client": "10.0.0.0/8"}}});
+    let found = platform.send("POST", "/logs/_search", Some(&body)).await;
+    assert_eq!(found.body["hits"]["total"]["value"], 1, "{found:?}");
+    let by_alias = json!({"query": {"term": {"name": "a"}}});
+    let found = platform
+        .send("POST", "/logs/_search", Some(&by_alias))
+        .await;
+    assert_eq!(found.body["hits"]["total"]["value"], 1, "{found:?}");
+}

@@ -50,6 +50,23 @@ impl VectorMetric {
     }
 }
 
+/// The declared fields an event lists.
+fn declared_of(
+    declared: &std::collections::HashMap<String, strata_log::event::DeclaredField>,
+) -> BTreeMap<String, DeclaredField> {
+    declared
+        .iter()
+        .map(|(name, field)| {
+            let field = DeclaredField {
+                es_type: field.r#type.clone(),
+                ignore_malformed: field.ignore_malformed,
+                path: (!field.path.is_empty()).then(|| field.path.clone()),
+            };
+            (name.clone(), field)
+        })
+        .collect()
+}
+
 /// The column definitions an event lists.
 fn columns_of(columns: &[strata_log::event::Column]) -> Result<Vec<ColumnDef>> {
     columns
@@ -99,6 +116,17 @@ pub struct DeclaredField {
     /// The field whose values this one reads: an alias's target, a multi-field's parent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+}
+
+impl DeclaredField {
+    /// The field as events carry it.
+    pub fn to_event(&self) -> strata_log::event::DeclaredField {
+        strata_log::event::DeclaredField {
+            r#type: self.es_type.clone(),
+            ignore_malformed: self.ignore_malformed,
+            path: self.path.clone().unwrap_or_default(),
+        }
+    }
 }
 
 impl TableDef {
@@ -172,20 +200,7 @@ impl TableDef {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
-            declared: created
-                .declared
-                .iter()
-                .map(|(name, field)| {
-                    (
-                        name.clone(),
-                        DeclaredField {
-                            es_type: field.r#type.clone(),
-                            ignore_malformed: field.ignore_malformed,
-                            path: (!field.path.is_empty()).then(|| field.path.clone()),
-                        },
-                    )
-                })
-                .collect(),
+            declared: declared_of(&created.declared),
         })
     }
 
@@ -429,6 +444,13 @@ impl Projection for CatalogProjection {
                 {
                     let mut table = next.tables[&changed.name].as_ref().clone();
                     table.columns = columns_of(&changed.columns)?;
+                    table.declared.extend(declared_of(&changed.declared));
+                    table.date_formats.extend(
+                        changed
+                            .date_formats
+                            .iter()
+                            .map(|(k, v)| (k.clone(), v.clone())),
+                    );
                     writes.put(&format!("t/{}", table.name), &table)?;
                     next.tables.insert(table.name.clone(), Arc::new(table));
                 }
@@ -569,6 +591,7 @@ mod tests {
                     column("embedding", "vector<float32,3>"),
                     column("extra", "int64"),
                 ],
+                ..Default::default()
             })),
             ..Default::default()
         }

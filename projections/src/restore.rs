@@ -202,6 +202,8 @@ pub async fn plan(log: &dyn CommitLog, source: &Database, cut: Cut) -> Result<Pl
                     .filter(|t| t.table_id == changed.table_id)
                 {
                     table.columns = changed.columns.clone();
+                    table.declared.extend(changed.declared.clone());
+                    table.date_formats.extend(changed.date_formats.clone());
                 }
             }
             _ => {}

@@ -22,6 +22,14 @@ fn space_type(metric: VectorMetric) -> &'static str {
 }
 
 /// The Elasticsearch field type of a column of `table`.
+/// The Elasticsearch type a column shows as in its dataset's mapping.
+pub fn es_type(table: &TableDef, column: &ColumnDef) -> String {
+    field_type(table, column)["type"]
+        .as_str()
+        .unwrap_or("object")
+        .to_owned()
+}
+
 fn field_type(table: &TableDef, column: &ColumnDef) -> Value {
     // A declared field shows as it was declared (but for vectors, which show their index).
     if let Some(declared) = table.declared.get(&column.name) {
@@ -142,20 +150,26 @@ pub fn declared_columns(mappings: &Value, ignore_malformed: bool) -> Result<Decl
             other => return Err(bad(format!("[{other}] is not supported"))),
         }
     }
-    // An alias names a field of the mapping that holds values of its own.
+    Ok(declared)
+}
+
+/// Checks that each alias `declared` names a field that holds values of its own: one it
+/// declares, or one `existing` says the dataset has.
+pub fn check_aliases(declared: &Declared, existing: impl Fn(&str) -> bool) -> Result<(), Error> {
     for (name, field) in &declared.fields {
         let Some(target) = field.path.as_deref().filter(|_| field.es_type == "alias") else {
             continue;
         };
-        let holds_values =
-            target == TIMESTAMP_FIELD || declared.columns.iter().any(|c| c.name == target);
+        let holds_values = target == TIMESTAMP_FIELD
+            || declared.columns.iter().any(|c| c.name == target)
+            || existing(target);
         if !holds_values {
             return Err(bad(format!(
                 "Invalid [path] value [{target}] for field alias [{name}]: an alias must refer to an existing field in the mappings"
             )));
         }
     }
-    Ok(declared)
+    Ok(())
 }
 
 /// `index.mapping.ignore_malformed` of an index's `settings`, in any of Elasticsearch's spellings

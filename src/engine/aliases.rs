@@ -532,12 +532,7 @@ impl Engine {
             .catalog
             .try_permit(self.write_wait())
             .await?
-            .ok_or_else(|| {
-                Error::Busy(format!(
-                    "another change to the datasets of account {:?} is in flight; retry after the Retry-After interval",
-                    principal.account
-                ))
-            })?;
+            .ok_or_else(|| super::datasets::busy(&principal.account))?;
         self.still_ready(&runtime)?;
         let Some(mut changed) = plan_actions(&permit.snapshot(), actions)? else {
             return Ok(());

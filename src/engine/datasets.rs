@@ -128,7 +128,7 @@ pub fn human_size(bytes: u64) -> String {
 }
 
 /// The refusal of a dataset change that meets another in flight.
-fn busy(account: &str) -> Error {
+pub(super) fn busy(account: &str) -> Error {
     Error::Busy(format!(
         "another change to the datasets of account {account:?} is in flight; retry after the Retry-After interval"
     ))
@@ -313,15 +313,8 @@ impl Engine {
             date_formats: declared.date_formats.into_iter().collect(),
             declared: declared
                 .fields
-                .into_iter()
-                .map(|(name, field)| {
-                    let declared = strata_log::event::DeclaredField {
-                        r#type: field.es_type,
-                        ignore_malformed: field.ignore_malformed,
-                        path: field.path.unwrap_or_default(),
-                    };
-                    (name, declared)
-                })
+                .iter()
+                .map(|(name, field)| (name.clone(), field.to_event()))
                 .collect(),
             aliases,
             ..Default::default()
@@ -368,6 +361,7 @@ impl Engine {
                     nullable: c.nullable,
                 })
                 .collect(),
+            ..Default::default()
         });
         permit.write(body, origin).await?;
         tracing::debug!(dataset = %def.name, columns = columns.len(), "dataset columns grew");

@@ -20,6 +20,7 @@ mod control;
 mod datasets;
 mod ingest;
 mod leader;
+mod mappings;
 mod placement;
 mod purge;
 mod query_dsl;

@@ -120,7 +120,9 @@ impl Engine {
         let cell = {
             let mut tables = database.tables.lock();
             let cell = tables.entry(def.id.clone()).or_default();
-            if let Some(old) = cell.get().filter(|old| old.def.columns != current.columns) {
+            // Columns that grew, or fields a mapping declared since: a runtime with the new
+            // definition.
+            if let Some(old) = cell.get().filter(|old| old.def != current) {
                 old.leader.retire();
                 database.retiring.lock().insert(def.id.clone(), old.clone());
                 *cell = Arc::default();

@@ -91,7 +91,11 @@ pub fn routes(state: AppState) -> Router {
             "/{name}/_count",
             get(documents::count).post(documents::count),
         )
-        .route("/{name}/_mapping", get(mappings))
+        .route(
+            "/{name}/_mapping",
+            get(mappings).put(put_mapping).post(put_mapping),
+        )
+        .route("/{name}/_settings", get(settings).put(put_settings))
         .route("/_cluster/health", get(cluster_health))
         .route("/_cluster/health/{pattern}", get(cluster_health))
         .route("/_cat/indices", get(cat_indices))
@@ -358,13 +362,7 @@ async fn get_index(
             Err(_) => Default::default(),
         };
         entry["aliases"] = serde_json::Value::Object(aliases);
-        entry["settings"] = json!({"index": {
-            "number_of_shards": "1",
-            "number_of_replicas": "0",
-            "uuid": def.id,
-            "provided_name": def.name,
-            "creation_date": (def.created_at_micros / 1000).to_string(),
-        }});
+        entry["settings"] = index_settings(&def);
         body.insert(def.name.clone(), entry);
     }
     Ok(Json(body).into_response())
@@ -430,10 +428,14 @@ fn check_configuration(
         )));
     }
     let declared = match object.get("mappings") {
-        Some(mappings) => crate::documents::mapping::declared_columns(
-            mappings,
-            crate::documents::mapping::ignores_malformed(object.get("settings"))?,
-        )?,
+        Some(mappings) => {
+            let declared = crate::documents::mapping::declared_columns(
+                mappings,
+                crate::documents::mapping::ignores_malformed(object.get("settings"))?,
+            )?;
+            crate::documents::mapping::check_aliases(&declared, |_| false)?;
+            declared
+        }
         None => Default::default(),
     };
     let aliases = match object.get("aliases") {
@@ -495,6 +497,135 @@ async fn mappings(
         .map(|def| (def.name.clone(), crate::documents::mapping::of(def)))
         .collect();
     Ok(Json(body).into_response())
+}
+
+/// PUT|POST /{index}/_mapping: declares fields on the datasets the path names (see
+/// `Engine::put_mapping`); the body is a mapping, `{"properties": {...}}`.
+async fn put_mapping(
+    State(state): State<AppState>,
+    Extension(principal): Extension<PlatformPrincipal>,
+    Extension(request_id): Extension<RequestId>,
+    axum::extract::Path(names): axum::extract::Path<String>,
+    body: Bytes,
+) -> Result<Response, PlatformError> {
+    let operation = "put mapping";
+    let mappings: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|e| Error::BadRequest(format!("[parsing_exception] the body is not JSON: {e}")))
+        .map_err(failed(operation))?;
+    state
+        .engine
+        .put_mapping(
+            &principal,
+            &names,
+            &mappings,
+            &principal.origin(&request_id.0),
+        )
+        .await
+        .map_err(failed(operation))?;
+    Ok(Json(json!({"acknowledged": true})).into_response())
+}
+
+/// Index settings a request may set that mean nothing here, and are accepted as such: a
+/// dataset has one shard and no replicas, an acknowledged write is visible at once and durable
+/// in the log, and segments are searched as they are.
+const NO_OP_SETTINGS: &[&str] = &[
+    "number_of_replicas",
+    "auto_expand_replicas",
+    "refresh_interval",
+    "search.idle.after",
+    "search.concurrent_segment_search.enabled",
+    "search.concurrent_segment_search.mode",
+    "translog.durability",
+    "translog.sync_interval",
+    "translog.flush_threshold_size",
+    "max_refresh_listeners",
+];
+
+/// `settings` flattened to dotted names without their `index.` prefix
+/// (`{"index": {"refresh_interval": "1s"}}` is `refresh_interval`).
+fn flat_settings(prefix: &str, settings: &serde_json::Value, out: &mut Vec<String>) {
+    match settings {
+        serde_json::Value::Object(object) => {
+            for (key, value) in object {
+                let name = match prefix.is_empty() {
+                    true => key.clone(),
+                    false => format!("{prefix}.{key}"),
+                };
+                flat_settings(&name, value, out);
+            }
+        }
+        _ => out.push(prefix.strip_prefix("index.").unwrap_or(prefix).to_owned()),
+    }
+}
+
+/// PUT /{index}/_settings: index settings that mean nothing here ([`NO_OP_SETTINGS`]) are
+/// acknowledged for the datasets the path names; any other is a 400 that names it (a setting
+/// is never silently dropped).
+async fn put_settings(
+    State(state): State<AppState>,
+    Extension(principal): Extension<PlatformPrincipal>,
+    axum::extract::Path(names): axum::extract::Path<String>,
+    body: Bytes,
+) -> Result<Response, PlatformError> {
+    let operation = "put settings";
+    let settings: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|e| Error::BadRequest(format!("[parsing_exception] the body is not JSON: {e}")))
+        .map_err(failed(operation))?;
+    let settings = settings.get("settings").unwrap_or(&settings);
+    let mut names_set = Vec::new();
+    flat_settings("", settings, &mut names_set);
+    if let Some(other) = names_set
+        .iter()
+        .find(|name| !NO_OP_SETTINGS.contains(&name.as_str()))
+    {
+        return Err(failed(operation)(Error::BadRequest(format!(
+            "[illegal_argument_exception] setting [index.{other}] cannot be changed here (those accepted, without effect: {})",
+            NO_OP_SETTINGS.join(", ")
+        ))));
+    }
+    // The datasets must exist (and the user may change them).
+    for def in state
+        .engine
+        .dataset_defs(&principal, Some(&names))
+        .await
+        .map_err(failed(operation))?
+    {
+        state
+            .engine
+            .authorize(&principal, Action::DatasetCreate, &def.name)
+            .map_err(failed(operation))?;
+    }
+    Ok(Json(json!({"acknowledged": true})).into_response())
+}
+
+/// GET /{index}/_settings: each dataset's settings, as the get index API shows them.
+async fn settings(
+    State(state): State<AppState>,
+    Extension(principal): Extension<PlatformPrincipal>,
+    axum::extract::Path(names): axum::extract::Path<String>,
+) -> Result<Response, PlatformError> {
+    let operation = "get settings";
+    let defs = state
+        .engine
+        .dataset_defs(&principal, Some(&names))
+        .await
+        .map_err(failed(operation))?;
+    let body: serde_json::Map<String, serde_json::Value> = defs
+        .iter()
+        .map(|def| (def.name.clone(), json!({"settings": index_settings(def)})))
+        .collect();
+    Ok(Json(body).into_response())
+}
+
+/// A dataset's settings as Elasticsearch shows an index's.
+fn index_settings(def: &strata_projections::catalog::TableDef) -> serde_json::Value {
+    json!({"index": {
+        "number_of_shards": "1",
+        "number_of_replicas": "0",
+        "uuid": def.id,
+        "provided_name": def.name,
+        "creation_date": (def.created_at_micros / 1000).to_string(),
+    }})
 }
 
 /// What `GET /_cat/indices` takes: `format=json` (else a text table), `v` (a header line), and
