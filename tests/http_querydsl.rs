@@ -1601,3 +1601,52 @@ async fn arrays_are_several_values_of_a_field_in_segments_and_the_memtable() {
         ])
     );
 }
+
+#[tokio::test]
+async fn hits_name_the_named_queries_they_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let client = Signed::new(&server, &root_user(dir.path(), "acme"));
+    let lines = [
+        json!({"index": {"_id": "a"}}),
+        json!({"kind": "error", "code": 500}),
+        json!({"index": {"_id": "b"}}),
+        json!({"kind": "error", "code": 404}),
+        json!({"index": {"_id": "c"}}),
+        json!({"kind": "info", "code": 200}),
+    ];
+    let written = client.send_ndjson("POST", "/events/_bulk", &lines).await;
+    assert_eq!(written.body["errors"], false, "{written:?}");
+    let body = json!({"query": {"bool": {"should": [
+        {"term": {"kind": {"value": "error", "_name": "errors"}}},
+        {"range": {"code": {"gte": 500, "_name": "server", "boost": 3}}},
+        {"match": {"kind": {"query": "info", "_name": "infos"}}},
+    ]}}, "sort": ["_id"]});
+    let answer = client.send("POST", "/events/_search", Some(&body)).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let matched: Vec<Value> = answer.body["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["matched_queries"].clone())
+        .collect();
+    assert_eq!(
+        matched,
+        [
+            json!(["errors", "server"]),
+            json!(["errors"]),
+            json!(["infos"])
+        ]
+    );
+    // With their scores.
+    let scored = client
+        .send(
+            "POST",
+            "/events/_search?include_named_queries_score=true",
+            Some(&body),
+        )
+        .await;
+    let first = &scored.body["hits"]["hits"][0]["matched_queries"];
+    assert_eq!(first["server"], json!(3.0), "{first}");
+    assert!(first["errors"].as_f64().unwrap() > 0.0);
+}

@@ -53,6 +53,7 @@ pub use self::{
     ingest::{BulkItem, DeleteLimits, Deleted, EnrichPolicy, Outcome},
     leader::Origin,
     placement::{CONTROL, database_key},
+    query_dsl::SearchOptions,
     recovery::RestoreSummary,
     registry::DatabaseGuard,
     table::{RowCount, TableRuntime},

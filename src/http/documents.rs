@@ -16,7 +16,9 @@ use serde_json::{Map, Value, json};
 use super::{AppState, RequestId, body::PathName, error::PlatformError};
 use crate::{
     documents::bulk,
-    engine::{BulkItem, DeleteLimits, Deleted, EnrichPolicy, Outcome, PlatformPrincipal},
+    engine::{
+        BulkItem, DeleteLimits, Deleted, EnrichPolicy, Outcome, PlatformPrincipal, SearchOptions,
+    },
     error::Error,
 };
 
@@ -259,8 +261,8 @@ fn dataset_request(
 struct SearchFlags {
     /// `rest_total_hits_as_int`: `hits.total` as a number.
     total_as_int: bool,
-    /// `ignore_unavailable`: names of no dataset or alias are left out, not a 404.
-    ignore_unavailable: bool,
+    /// `ignore_unavailable` and `include_named_queries_score`.
+    options: SearchOptions,
 }
 
 /// Query parameters of a search: Elasticsearch's URI search, merged into the body (the body
@@ -293,7 +295,11 @@ fn search_params(uri: &Uri, body: Value) -> Result<(Value, SearchFlags), Error> 
                 continue;
             }
             "ignore_unavailable" => {
-                flags.ignore_unavailable = value != "false";
+                flags.options.ignore_unavailable = value != "false";
+                continue;
+            }
+            "include_named_queries_score" => {
+                flags.options.named_scores = value != "false";
                 continue;
             }
             "size" | "from" | "terminate_after" => number()?,
@@ -404,7 +410,7 @@ async fn run_search(
     }
     let mut answer = state
         .engine
-        .search_dataset(principal, names, &body, flags.ignore_unavailable)
+        .search_dataset(principal, names, &body, &flags.options)
         .await
         .map_err(failed)?;
     if flags.total_as_int {
@@ -515,7 +521,15 @@ pub async fn msearch(
             };
             let mut answer = state
                 .engine
-                .search_dataset(&principal, Some(&index), &body, ignore_unavailable)
+                .search_dataset(
+                    &principal,
+                    Some(&index),
+                    &body,
+                    &SearchOptions {
+                        ignore_unavailable,
+                        ..SearchOptions::default()
+                    },
+                )
                 .await?;
             if total_as_int {
                 total_to_int(&mut answer);
@@ -1083,7 +1097,7 @@ pub async fn get_doc(
     let body = json!({"query": {"term": {"_id": id}}, "size": 1});
     let answer = state
         .engine
-        .search_dataset(&principal, Some(&dataset), &body, false)
+        .search_dataset(&principal, Some(&dataset), &body, &SearchOptions::default())
         .await
         .map_err(|error| PlatformError { operation, error })?;
     Ok(match answer["hits"]["hits"].get(0) {

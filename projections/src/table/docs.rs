@@ -329,6 +329,14 @@ impl std::fmt::Debug for DocsIndex {
 }
 
 impl DocsIndex {
+    /// The row id of the document at `address`.
+    pub fn row_id(&self, address: tantivy::DocAddress) -> Result<u64> {
+        self.row_ids
+            .get(address.segment_ord as usize)
+            .and_then(|c| c.first(address.doc_id))
+            .ok_or_else(|| index_error("a document without a row id"))
+    }
+
     /// Opens a segment's document index; one of another schema (an older format) is an error,
     /// and the segment's index is rebuilt.
     pub(crate) fn open(dir: &Path) -> Result<DocsIndex> {
@@ -418,11 +426,7 @@ impl super::TableSnapshot {
                 return Ok(());
             }
             for (score, address) in best {
-                let row_id = index
-                    .row_ids
-                    .get(address.segment_ord as usize)
-                    .and_then(|c| c.first(address.doc_id))
-                    .ok_or_else(|| index_error("a document without a row id"))?;
+                let row_id = index.row_id(address)?;
                 out.hits.push(super::search::Hit { row_id, score });
             }
             Ok(())
@@ -701,11 +705,7 @@ impl super::TableSnapshot {
                     .collect();
             for (score, address) in found {
                 let segment = address.segment_ord as usize;
-                let row_id = index
-                    .row_ids
-                    .get(segment)
-                    .and_then(|c| c.first(address.doc_id))
-                    .ok_or_else(|| index_error("a document without a row id"))?;
+                let row_id = index.row_id(address)?;
                 if columns[segment].is_none() {
                     let reader = index.searcher.segment_reader(address.segment_ord);
                     let opened = sort
@@ -759,6 +759,40 @@ impl super::TableSnapshot {
 }
 
 impl super::TableSnapshot {
+    /// The score `query` gives each of `rows` it matches (a page's hits, for their
+    /// `matched_queries`).
+    pub fn scores_among(
+        &self,
+        query: &dyn tantivy::query::Query,
+        rows: &std::collections::HashSet<u64>,
+    ) -> Result<std::collections::HashMap<u64, f32>> {
+        use tantivy::collector::{FilterCollector, TopDocs};
+        let mut out = std::collections::HashMap::new();
+        if rows.is_empty() {
+            return Ok(out);
+        }
+        self.each_docs_index(
+            &mut |index: &DocsIndex, deleted: Arc<roaring::RoaringTreemap>| {
+                let wanted = rows.clone();
+                let collector = FilterCollector::new(
+                    ROW_ID_FIELD.to_owned(),
+                    move |id: u64| wanted.contains(&id) && !deleted.contains(id),
+                    TopDocs::with_limit(rows.len()).order_by_score(),
+                );
+                for (score, address) in index
+                    .searcher
+                    .search(query, &collector)
+                    .map_err(index_error)?
+                {
+                    let row_id = index.row_id(address)?;
+                    out.insert(row_id, score);
+                }
+                Ok(())
+            },
+        )?;
+        Ok(out)
+    }
+
     /// The live rows `query` matches, in every segment and the memtable.
     pub fn matching_rows(
         &self,
@@ -778,11 +812,7 @@ impl super::TableSnapshot {
                     .search(query, &collector)
                     .map_err(index_error)?
                 {
-                    let row_id = index
-                        .row_ids
-                        .get(address.segment_ord as usize)
-                        .and_then(|c| c.first(address.doc_id))
-                        .ok_or_else(|| index_error("a document without a row id"))?;
+                    let row_id = index.row_id(address)?;
                     out.insert(row_id);
                 }
                 Ok(())

@@ -61,6 +61,15 @@ fn bad(kind: &str, reason: impl std::fmt::Display) -> Error {
     Error::BadRequest(format!("[{kind}] {reason}"))
 }
 
+/// What a search's parameters say beside its body.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SearchOptions {
+    /// Names of no dataset or alias are left out, not a 404 (`ignore_unavailable`).
+    pub ignore_unavailable: bool,
+    /// A hit's `matched_queries` give each named query's score (`include_named_queries_score`).
+    pub named_scores: bool,
+}
+
 /// A search body, read.
 struct Search {
     query: Value,
@@ -87,8 +96,10 @@ struct Search {
 struct Found {
     name: String,
     snapshot: Arc<TableSnapshot>,
-    /// The search's query, compiled (the same for every dataset).
+    /// The search's query, compiled for this dataset (its alias filter and boost with it).
     query: DslQuery,
+    /// Its parts named with `_name`.
+    named: dsl::NamedQueries,
     /// Best first, each keyed by the search's sort (by score when it has none).
     hits: Vec<SortedHit>,
     total: u64,
@@ -387,6 +398,40 @@ impl Search {
     }
 }
 
+/// For each dataset of a search, the named parts of its query (`_name`) that match each of its
+/// page's rows, with their scores: `(row id, (name, score))`, in the query's order.
+async fn matched_queries(
+    found: &[Found],
+    sources: &[Option<(arrow::array::RecordBatch, Vec<u64>)>],
+) -> Result<Vec<Vec<(u64, (String, f32))>>> {
+    let mut out = Vec::with_capacity(found.len());
+    for (dataset, source) in found.iter().zip(sources) {
+        let mut matched = Vec::new();
+        if let (Some((_, ids)), false) = (source, dataset.named.is_empty()) {
+            let rows: std::collections::HashSet<u64> = ids.iter().copied().collect();
+            let snapshot = dataset.snapshot.clone();
+            let named: Vec<(String, DslQuery)> = dataset
+                .named
+                .iter()
+                .map(|(name, query)| (name.clone(), query.box_clone()))
+                .collect();
+            matched = tokio::task::spawn_blocking(move || {
+                let mut matched = Vec::new();
+                for (name, query) in &named {
+                    for (row_id, score) in snapshot.scores_among(query.as_ref(), &rows)? {
+                        matched.push((row_id, (name.clone(), score)));
+                    }
+                }
+                Ok::<_, strata_projections::Error>(matched)
+            })
+            .await
+            .map_err(|e| Error::Internal(format!("a search task failed: {e}")))??;
+        }
+        out.push(matched);
+    }
+    Ok(out)
+}
+
 /// `query` restricted to what an alias's `filter` matches.
 pub(super) fn filtered(query: &Value, filter: Option<&Value>) -> Value {
     match filter {
@@ -463,7 +508,7 @@ impl Engine {
         principal: &PlatformPrincipal,
         name: &str,
         query: &Value,
-    ) -> Result<(Arc<TableSnapshot>, DslQuery)> {
+    ) -> Result<(Arc<TableSnapshot>, DslQuery, dsl::NamedQueries)> {
         self.authorize(principal, Action::RecordRead, name)?;
         let (runtime, def) = self.dataset(&principal.account, name).await?;
         let table = self.table_runtime(&runtime, &def).await?;
@@ -478,13 +523,13 @@ impl Engine {
         let compiled = {
             let (snapshot, query) = (snapshot.clone(), query.clone());
             tokio::task::spawn_blocking(move || {
-                dsl::compile_with(&schema, &query, now, Some(snapshot.as_ref()))
+                dsl::compile_named(&schema, &query, now, Some(snapshot.as_ref()))
             })
             .await
             .map_err(|e| Error::Internal(format!("a search task failed: {e}")))?
         };
-        let query = compiled.map_err(|error| bad(error.kind, error.reason))?;
-        Ok((snapshot, query))
+        let (query, named) = compiled.map_err(|error| bad(error.kind, error.reason))?;
+        Ok((snapshot, query, named))
     }
 
     /// Runs `query` on a blocking thread: the best `top` hits and the count.
@@ -510,7 +555,7 @@ impl Engine {
     ) -> Result<Found> {
         let name = target.name.as_str();
         let query = filtered(&search.query, target.filter.as_ref());
-        let (snapshot, query) = self.prepare(principal, name, &query).await?;
+        let (snapshot, query, named) = self.prepare(principal, name, &query).await?;
         let query = match boost == 1.0 {
             true => query,
             false => dsl::scaled(query, boost),
@@ -563,6 +608,7 @@ impl Engine {
             name: name.to_owned(),
             snapshot,
             query,
+            named,
             hits,
             total,
         })
@@ -612,15 +658,15 @@ impl Engine {
         principal: &PlatformPrincipal,
         names: Option<&str>,
         body: &Value,
-        ignore_unavailable: bool,
+        options: &SearchOptions,
     ) -> Result<Value> {
         let started = Instant::now();
         let search = Search::parse(body)?;
         let datasets = self
-            .read_targets(principal, names, ignore_unavailable)
+            .read_targets(principal, names, options.ignore_unavailable)
             .await?;
         let boosts = self
-            .boosts(principal, &search, &datasets, ignore_unavailable)
+            .boosts(principal, &search, &datasets, options.ignore_unavailable)
             .await?;
         let mut found = Vec::with_capacity(datasets.len());
         for (target, boost) in datasets.iter().zip(boosts) {
@@ -676,6 +722,7 @@ impl Engine {
             .iter()
             .map(|dataset| Formats::of(&dataset.snapshot.table))
             .collect();
+        let matched = matched_queries(&found, &sources).await?;
         let scored = search.sort.is_empty() || search.sort.iter().any(|s| s.by == SortBy::Score);
         let mut hits = Vec::with_capacity(page.len());
         for (i, hit) in &page {
@@ -706,6 +753,23 @@ impl Engine {
             }
             if let Some(ignored) = source::ignored(rows, row) {
                 entry.insert("_ignored".into(), ignored);
+            }
+            let named: Vec<&(String, f32)> = matched[*i]
+                .iter()
+                .filter(|(row_id, _)| *row_id == hit.row_id)
+                .map(|(_, named)| named)
+                .collect();
+            if !named.is_empty() {
+                let value = match options.named_scores {
+                    true => Value::Object(
+                        named
+                            .iter()
+                            .map(|(name, score)| (name.clone(), json!(score)))
+                            .collect(),
+                    ),
+                    false => json!(named.iter().map(|(name, _)| name).collect::<Vec<_>>()),
+                };
+                entry.insert("matched_queries".into(), value);
             }
             let mut fields = Map::new();
             for field in &search.fields {
@@ -800,7 +864,7 @@ impl Engine {
         let mut total = 0;
         for target in self.read_targets(principal, names, false).await? {
             let query = filtered(&query, target.filter.as_ref());
-            let (snapshot, query) = self.prepare(principal, &target.name, &query).await?;
+            let (snapshot, query, _) = self.prepare(principal, &target.name, &query).await?;
             total += Self::run_query(snapshot, query, 0).await?.total;
         }
         Ok(total)

@@ -64,18 +64,51 @@ pub fn compile_with(
     now: i64,
     vectors: Option<&dyn Vectors>,
 ) -> Compiled {
-    Compiler {
+    Ok(compile_named(schema, query, now, vectors)?.0)
+}
+
+/// A query's parts named with `_name`, each compiled alone, in the order they appear: a hit's
+/// `matched_queries` are those that match it.
+pub type NamedQueries = Vec<(String, DslQuery)>;
+
+/// Compiles `query` as [`compile_with`] does, with its named parts.
+pub fn compile_named(
+    schema: &DocsSchema,
+    query: &Value,
+    now: i64,
+    vectors: Option<&dyn Vectors>,
+) -> Result<(DslQuery, NamedQueries), DslError> {
+    let compiler = Compiler {
         schema,
         now,
         vectors,
-    }
-    .query(query)
+        named: Default::default(),
+    };
+    let compiled = compiler.query(query)?;
+    Ok((compiled, compiler.named.into_inner()))
 }
 
 struct Compiler<'a> {
     schema: &'a DocsSchema,
     now: i64,
     vectors: Option<&'a dyn Vectors>,
+    /// The parts named with `_name` met so far.
+    named: std::cell::RefCell<NamedQueries>,
+}
+
+/// The `_name` a query's body gives it: beside its options (`bool`, `query_string`, ...), or
+/// among its field's (`{"term": {"f": {"value": 1, "_name": "n"}}}`).
+fn query_name(body: &Value) -> Option<String> {
+    let Value::Object(object) = body else {
+        return None;
+    };
+    let named = |value: &Value| {
+        value
+            .get("_name")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    named(body).or_else(|| object.values().filter(|v| v.is_object()).find_map(named))
 }
 
 /// The one key of a query object and its value.
@@ -145,7 +178,11 @@ impl Compiler<'_> {
                 reason: format!("unknown query [{other}]"),
             }),
         }?;
-        Ok(boosted(compiled, body))
+        let compiled = boosted(compiled, body);
+        if let Some(name) = query_name(body) {
+            self.named.borrow_mut().push((name, compiled.box_clone()));
+        }
+        Ok(compiled)
     }
 
     /// `{field: value}` or `{field: {<value_key>: value, ...options}}`.
@@ -941,6 +978,7 @@ pub fn ip_range_query(
         schema,
         now: 0,
         vectors: None,
+        named: Default::default(),
     };
     compiler.ip_range(schema.path(field), lower, upper)
 }
