@@ -1,5 +1,6 @@
 """The platform API as an OpenSearch user reaches it: opensearch-py, signing with its own
-AWSV4SignerAuth, its bulk helper, search, search_after paging, count and msearch. Run by
+AWSV4SignerAuth, its bulk helper, search, search_after paging, count and msearch, partial
+updates, aliases and put mapping. Run by
 tests/clients.rs against a live server; STRATA_PLATFORM_URL, STRATA_ACCESS_KEY and
 STRATA_SECRET_KEY say where and who."""
 
@@ -110,4 +111,33 @@ except NotFoundError:
 
 mapping = client.indices.get_mapping(index="weblogs")
 check(mapping["weblogs"]["mappings"]["properties"]["n"]["type"] == "long", f"mapping: {mapping}")
+
+# Partial updates: the document API and the bulk helper's update actions.
+client.update(index="weblogs", id="doc-1", body={"doc": {"status": 503, "tags": ["retry", "slow"]}})
+doc = client.get(index="weblogs", id="doc-1")["_source"]
+check(doc["status"] == 503 and doc["n"] == 1 and doc["tags"] == ["retry", "slow"], f"update: {doc}")
+updated, errors = helpers.bulk(
+    client,
+    ({"_op_type": "update", "_index": "weblogs", "_id": f"doc-{n}", "doc": {"checked": True}} for n in range(10)),
+)
+check(updated == 10 and not errors, f"bulk updates: {updated} {errors}")
+count = client.count(index="weblogs", body={"query": {"term": {"checked": True}}})["count"]
+check(count == 10, f"updated records: {count}")
+count = client.count(index="weblogs", body={"query": {"term": {"tags": "retry"}}})["count"]
+check(count == 1, f"a value among several: {count}")
+
+# An alias, filtered, read and written through.
+client.indices.put_alias(index="weblogs", name="errors", body={"filter": {"term": {"status": 500}}})
+check(client.count(index="errors")["count"] == 50, f"alias: {client.count(index='errors')}")
+check("errors" in client.indices.get_alias(index="weblogs")["weblogs"]["aliases"], "get_alias")
+client.index(index="errors", id="through-alias", body={"status": 500, "n": 1000})
+check(client.count(index="weblogs", body={"query": {"ids": {"values": ["through-alias"]}}})["count"] == 1, "write through an alias")
+client.indices.delete_alias(index="weblogs", name="errors")
+check(not client.indices.exists_alias(name="errors"), "alias deleted")
+
+# A field declared on an index that exists.
+client.indices.put_mapping(index="weblogs", body={"properties": {"client": {"type": "ip"}}})
+client.index(index="weblogs", id="with-ip", body={"client": "10.9.8.7", "n": 1001})
+found = client.search(index="weblogs", body={"query": {"term": {"client": "10.0.0.0/8"}}})
+check(found["hits"]["total"]["value"] == 1, f"ip field: {found['hits']}")
 print("opensearch client: ok")
