@@ -252,7 +252,21 @@ fn clean(message: &str) -> String {
         "Invalid or Unsupported Configuration: ",
     ] {
         if let Some(rest) = message.strip_prefix(prefix) {
-            return rest.to_owned();
+            return unwrapped(rest);
+        }
+    }
+    unwrapped(message)
+}
+
+/// The parser's message without its debug wrapping: `ParserError("Expected: ...")` is
+/// `Expected: ...`.
+fn unwrapped(message: &str) -> String {
+    for wrapper in ["ParserError(\"", "TokenizerError(\""] {
+        if let Some(inner) = message
+            .strip_prefix(wrapper)
+            .and_then(|rest| rest.strip_suffix("\")"))
+        {
+            return inner.replace("\\\"", "\"");
         }
     }
     message.to_owned()

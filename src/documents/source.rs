@@ -128,6 +128,28 @@ pub fn json_value(column: &dyn Array, row: usize) -> Option<Value> {
     Some(match column.data_type() {
         DataType::Utf8 => Value::from(column.as_string::<i32>().value(row)),
         DataType::Int64 => Value::from(column.as_primitive::<Int64Type>().value(row)),
+        DataType::UInt64 => Value::from(
+            column
+                .as_primitive::<arrow::datatypes::UInt64Type>()
+                .value(row),
+        ),
+        DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::UInt8
+        | DataType::UInt16
+        | DataType::UInt32 => {
+            let value = arrow::compute::cast(&column.slice(row, 1), &DataType::Int64).ok()?;
+            Value::from(value.as_primitive::<Int64Type>().value(0))
+        }
+        DataType::Float32 => {
+            // The shortest decimal that reads back as the float32: 0.1, not 0.10000000149.
+            let f = column
+                .as_primitive::<arrow::datatypes::Float32Type>()
+                .value(row);
+            let f = f.to_string().parse::<f64>().unwrap_or(f64::from(f));
+            serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)
+        }
         DataType::Float64 => {
             let f = column.as_primitive::<Float64Type>().value(row);
             serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)

@@ -73,7 +73,15 @@ pub struct BulkItem {
 }
 
 /// What became of one operation of a dataset's: its `_id`, its outcome, and an update's `get`.
-type Applied = (String, Outcome, Option<serde_json::Value>);
+pub(super) type Applied = (String, Outcome, Option<serde_json::Value>);
+
+/// How a request applied all at once, or not at all (an SQL statement), takes its
+/// operations' failures: every failure refuses it, but for a create of a record that exists
+/// when `conflicts_skip` (`ON CONFLICT DO NOTHING`).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct AllOrNothing {
+    pub conflicts_skip: bool,
+}
 
 /// The refusal of an update of a record that does not exist (and no upsert).
 fn document_missing(id: &str) -> Refusal {
@@ -207,7 +215,7 @@ impl Engine {
         for (name, members) in groups {
             let operations: Vec<&Operation> = members.iter().map(|&i| &operations[i]).collect();
             let outcome = self
-                .bulk_into(principal, &name, &operations, now, origin)
+                .bulk_into(principal, &name, &operations, now, origin, None)
                 .await;
             match outcome {
                 Ok(done) => {
@@ -235,6 +243,23 @@ impl Engine {
         items
     }
 
+    /// Applies `operations` on dataset `name` all at once, or none of them (see
+    /// [`AllOrNothing`]): what became of each.
+    pub(super) async fn bulk_all_or_nothing(
+        &self,
+        principal: &PlatformPrincipal,
+        name: &str,
+        operations: Vec<Operation>,
+        origin: &Origin,
+        rule: AllOrNothing,
+    ) -> Result<Vec<Applied>> {
+        check_name(name)?;
+        let now = chrono::Utc::now().timestamp_millis();
+        let operations: Vec<&Operation> = operations.iter().collect();
+        self.bulk_into(principal, name, &operations, now, origin, Some(rule))
+            .await
+    }
+
     /// Applies the operations on dataset `name`, creating it for an index or create (or an
     /// update with an upsert): what became of each.
     async fn bulk_into(
@@ -244,6 +269,7 @@ impl Engine {
         operations: &[&Operation],
         now: i64,
         origin: &Origin,
+        all_or_nothing: Option<AllOrNothing>,
     ) -> Result<Vec<Applied>> {
         self.authorize(principal, Action::RecordWrite, name)?;
         // The records, read once, before any permit. An update's record is its upsert; its
@@ -430,6 +456,18 @@ impl Engine {
                     }
                 }
             };
+            // All or nothing: an operation that failed refuses them all, and nothing is written.
+            if let Some(rule) = all_or_nothing
+                && let Some(refusal) = resolved.outcomes.iter().flatten().find_map(|o| match o {
+                    Outcome::Failed(r) if !(rule.conflicts_skip && r.status == 409) => Some(r),
+                    _ => None,
+                })
+            {
+                return Err(Error::BadRequest(format!(
+                    "refused whole, nothing written: [{}] {}",
+                    refusal.kind, refusal.reason
+                )));
+            }
             let written = self
                 .commit(&mut permit, &runtime, &def, batch, &resolved, origin)
                 .await;

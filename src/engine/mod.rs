@@ -28,6 +28,7 @@ mod quota;
 mod recovery;
 mod registry;
 pub mod search;
+mod sql;
 mod table;
 mod users;
 
@@ -56,6 +57,7 @@ pub use self::{
     query_dsl::SearchOptions,
     recovery::RestoreSummary,
     registry::DatabaseGuard,
+    sql::{SqlOutcome, TimeBounds, type_name as sql_type_name},
     table::{RowCount, TableRuntime},
     users::{Action, PlatformPrincipal, RootCredentials},
 };

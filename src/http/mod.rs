@@ -11,6 +11,7 @@ mod documents;
 pub mod error;
 mod forward;
 mod platform;
+mod sql;
 
 use std::{
     sync::{Arc, OnceLock},

@@ -21,6 +21,7 @@ use serde_json::json;
 
 use super::{
     AppState, RequestId, aliases, body::PathName, documents, error::PlatformError, forward, health,
+    sql,
 };
 use crate::{
     engine::{Action, DEFAULT_DATABASE, PlatformPrincipal, database_key},
@@ -100,6 +101,9 @@ pub fn routes(state: AppState) -> Router {
         .route("/_cluster/health/{pattern}", get(cluster_health))
         .route("/_cat/indices", get(cat_indices))
         .route("/_cat/indices/{pattern}", get(cat_indices))
+        .route("/sql", get(sql::sql).post(sql::sql))
+        .route("/_sql", post(sql::sql))
+        .route("/{name}/sql", post(sql::sql))
         .route("/_cat/aliases", get(aliases::cat_aliases))
         .route("/_cat/aliases/{name}", get(aliases::cat_aliases))
         .route(

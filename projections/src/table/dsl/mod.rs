@@ -28,7 +28,7 @@ use super::docs::{ALL_FIELD, DocsSchema, KEYWORD_FIELD, TEXT_FIELD};
 mod simple;
 mod spatial;
 
-pub use spatial::Vectors;
+pub use spatial::{Vectors, score as vector_score};
 
 /// A query the DSL refuses: Elasticsearch's error type and reason.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -1,0 +1,310 @@
+//! The functions platform SQL adds to DataFusion's: `ST_POINT(lon, lat)` and
+//! `ST_DISTANCE(a, b)` (metres on the sphere, as a `geo_distance` query measures them) over
+//! points shaped as a dataset's `geo_point` column (a struct of `lat` and `lon`), and the table
+//! function `KNN_SEARCH(dataset, field, vector, k)`: the `k` records whose vectors are nearest.
+
+use std::{collections::HashMap, sync::Arc};
+
+use arrow::{
+    array::{Array, ArrayRef, AsArray, Float32Array, Float64Array, RecordBatch, StructArray},
+    datatypes::{DataType, Field, Float64Type, Schema, SchemaRef},
+};
+use async_trait::async_trait;
+use datafusion::{
+    catalog::{Session, TableFunctionArgs, TableFunctionImpl, TableProvider},
+    common::{DataFusionError, Result as DfResult, ScalarValue, plan_err},
+    datasource::{TableType, memory::MemorySourceConfig},
+    logical_expr::{ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility},
+    physical_plan::ExecutionPlan,
+};
+use strata_projections::{
+    schema::geo_point_fields,
+    table::{TableSnapshot, geo},
+};
+
+/// `ST_POINT(lon, lat)`: a point, as a `geo_point` column holds one (x first, as in WKT).
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct StPoint {
+    signature: Signature,
+}
+
+impl StPoint {
+    pub fn new() -> StPoint {
+        StPoint {
+            signature: Signature::exact(
+                vec![DataType::Float64, DataType::Float64],
+                Volatility::Immutable,
+            ),
+        }
+    }
+}
+
+/// A column of `rows` values from an argument (an array, or one value repeated).
+fn column(value: &ColumnarValue, rows: usize) -> DfResult<ArrayRef> {
+    value.to_array(rows)
+}
+
+impl ScalarUDFImpl for StPoint {
+    fn name(&self) -> &str {
+        "st_point"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Struct(geo_point_fields()))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let rows = args.number_rows;
+        let lon = column(&args.args[0], rows)?;
+        let lat = column(&args.args[1], rows)?;
+        let (lon, lat) = (
+            lon.as_primitive::<Float64Type>(),
+            lat.as_primitive::<Float64Type>(),
+        );
+        for row in 0..rows {
+            if lat.is_valid(row) && lon.is_valid(row) {
+                let (y, x) = (lat.value(row), lon.value(row));
+                if !(-90.0..=90.0).contains(&y) || !(-180.0..=180.0).contains(&x) {
+                    return plan_err!(
+                        "ST_POINT({x}, {y}): a longitude is within ±180 and a latitude within ±90"
+                    );
+                }
+            }
+        }
+        let nulls = arrow::buffer::NullBuffer::union(lat.nulls(), lon.nulls());
+        let point = StructArray::try_new(
+            geo_point_fields(),
+            vec![
+                Arc::new(Float64Array::new(lat.values().clone(), None)) as ArrayRef,
+                Arc::new(Float64Array::new(lon.values().clone(), None)) as ArrayRef,
+            ],
+            nulls,
+        )?;
+        Ok(ColumnarValue::Array(Arc::new(point)))
+    }
+}
+
+/// `ST_DISTANCE(a, b)`: the distance in metres between two points on the sphere (haversine,
+/// the mean Earth radius), null when either is.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct StDistance {
+    signature: Signature,
+}
+
+impl StDistance {
+    pub fn new() -> StDistance {
+        let point = DataType::Struct(geo_point_fields());
+        StDistance {
+            signature: Signature::exact(vec![point.clone(), point], Volatility::Immutable),
+        }
+    }
+}
+
+/// The points of a `geo_point` struct array, `None` where null.
+fn points(array: &ArrayRef) -> DfResult<Vec<Option<geo::Point>>> {
+    let points = array.as_struct_opt().ok_or_else(|| {
+        DataFusionError::Plan("ST_DISTANCE takes points (ST_POINT, or a geo_point field)".into())
+    })?;
+    let lat = points.column(0).as_primitive::<Float64Type>();
+    let lon = points.column(1).as_primitive::<Float64Type>();
+    Ok((0..points.len())
+        .map(|row| {
+            points.is_valid(row).then(|| geo::Point {
+                lat: lat.value(row),
+                lon: lon.value(row),
+            })
+        })
+        .collect())
+}
+
+impl ScalarUDFImpl for StDistance {
+    fn name(&self) -> &str {
+        "st_distance"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Float64)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let rows = args.number_rows;
+        let a = points(&column(&args.args[0], rows)?)?;
+        let b = points(&column(&args.args[1], rows)?)?;
+        let distances: Float64Array = a
+            .iter()
+            .zip(&b)
+            .map(|(a, b)| Some(geo::distance_m((*a)?, (*b)?)))
+            .collect();
+        Ok(ColumnarValue::Array(Arc::new(distances)))
+    }
+}
+
+/// `KNN_SEARCH(dataset, field, vector, k)`: a table of the `k` records of `dataset` whose
+/// `field` vectors are nearest `vector` (a `[0.1, 0.2]` array or its text), with their
+/// `_score`, best first. The datasets a statement names this way are resolved before it runs.
+#[derive(Debug)]
+pub struct KnnSearch {
+    pub datasets: HashMap<String, Arc<TableSnapshot>>,
+}
+
+/// A literal argument's value: a string, a number, or an array of numbers.
+fn literal(expr: &Expr) -> Option<ScalarValue> {
+    match expr {
+        Expr::Literal(value, _) => Some(value.clone()),
+        Expr::Cast(cast) => literal(&cast.expr),
+        Expr::Alias(alias) => literal(&alias.expr),
+        _ => None,
+    }
+}
+
+/// The numbers of a vector argument: `[0.1, 0.2]` (an array of literals) or `'[0.1, 0.2]'`.
+fn vector(expr: &Expr) -> Option<Vec<f32>> {
+    if let Expr::ScalarFunction(call) = expr
+        && call.name() == "make_array"
+    {
+        return call
+            .args
+            .iter()
+            .map(|arg| match literal(arg)? {
+                ScalarValue::Float64(Some(f)) => Some(f as f32),
+                ScalarValue::Float32(Some(f)) => Some(f),
+                ScalarValue::Int64(Some(n)) => Some(n as f32),
+                _ => None,
+            })
+            .collect();
+    }
+    match literal(expr)? {
+        ScalarValue::Utf8(Some(text)) => serde_json::from_str::<Vec<f32>>(&text).ok(),
+        ScalarValue::List(list) if list.len() == 1 => {
+            let values = arrow::compute::cast(&list.value(0), &DataType::Float32).ok()?;
+            let values = values.as_primitive::<arrow::datatypes::Float32Type>();
+            (values.null_count() == 0).then(|| values.values().to_vec())
+        }
+        _ => None,
+    }
+}
+
+impl TableFunctionImpl for KnnSearch {
+    fn call_with_args(&self, args: TableFunctionArgs) -> DfResult<Arc<dyn TableProvider>> {
+        let usage = "KNN_SEARCH(dataset, field, vector, k): a dataset's name, its vector field's, a vector such as [0.1, 0.2], and how many records";
+        let [dataset, field, query, k] = args.exprs() else {
+            return plan_err!("{usage}");
+        };
+        let text = |expr: &Expr| match literal(expr) {
+            Some(ScalarValue::Utf8(Some(text))) => Some(text),
+            _ => None,
+        };
+        let (Some(dataset), Some(field), Some(query)) = (text(dataset), text(field), vector(query))
+        else {
+            return plan_err!("{usage}");
+        };
+        let k = match literal(k) {
+            Some(ScalarValue::Int64(Some(k))) if (1..=10_000).contains(&k) => k as usize,
+            _ => return plan_err!("{usage}; k from 1 to 10000"),
+        };
+        let Some(snapshot) = self.datasets.get(&dataset) else {
+            return plan_err!("KNN_SEARCH: no dataset [{dataset}]");
+        };
+        let table = &snapshot.table;
+        if table.vector_column.as_deref() != Some(field.as_str()) {
+            return plan_err!(
+                "KNN_SEARCH: [{field}] is not the vector field of [{dataset}] ({})",
+                table.vector_column.as_deref().unwrap_or("it has none")
+            );
+        }
+        if Some(query.len()) != table.vector_dim() {
+            return plan_err!(
+                "KNN_SEARCH: the vector has {} numbers; [{field}] holds {}",
+                query.len(),
+                table.vector_dim().unwrap_or_default()
+            );
+        }
+        let mut fields: Vec<Field> = snapshot
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new("_score", DataType::Float32, false));
+        Ok(Arc::new(Nearest {
+            snapshot: snapshot.clone(),
+            query,
+            k,
+            schema: Arc::new(Schema::new(fields)),
+        }))
+    }
+}
+
+/// The table `KNN_SEARCH` makes: searched when it is scanned.
+#[derive(Debug)]
+struct Nearest {
+    snapshot: Arc<TableSnapshot>,
+    query: Vec<f32>,
+    k: usize,
+    schema: SchemaRef,
+}
+
+#[async_trait]
+impl TableProvider for Nearest {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Temporary
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let external = |e: strata_projections::Error| DataFusionError::External(Box::new(e));
+        let (snapshot, query, k) = (self.snapshot.clone(), self.query.clone(), self.k);
+        let hits = tokio::task::spawn_blocking(move || snapshot.knn(&query, k, &None))
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)))?
+            .map_err(external)?;
+        let ids: Vec<u64> = hits.iter().map(|h| h.row_id).collect();
+        let rows = self
+            .snapshot
+            .rows_by_id(&ids, None)
+            .await
+            .map_err(external)?;
+        // The rows in the hits' order, each scored as a `knn` query scores it.
+        let metric = self
+            .snapshot
+            .table
+            .vector_metric
+            .unwrap_or(strata_projections::catalog::VectorMetric::Cosine);
+        let ids = rows
+            .column(0)
+            .as_primitive::<arrow::datatypes::UInt64Type>();
+        let scores: Float32Array = (0..rows.num_rows())
+            .map(|row| {
+                let id = ids.value(row);
+                hits.iter()
+                    .find(|h| h.row_id == id)
+                    .map(|h| strata_projections::table::dsl::vector_score(metric, h.score))
+            })
+            .collect();
+        let mut columns = rows.columns().to_vec();
+        columns.push(Arc::new(scores));
+        let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
+        Ok(MemorySourceConfig::try_new_exec(
+            &[vec![batch]],
+            self.schema.clone(),
+            projection.cloned(),
+        )?)
+    }
+}

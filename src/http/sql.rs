@@ -1,0 +1,197 @@
+//! Platform SQL at POST (and GET) /sql, POST /{dataset}/sql and POST /_sql: the statement as
+//! `{"query": "..."}` (JSON) or the body's text; `start_time` and `end_time` (RFC 3339) bound
+//! `@timestamp`; the answer `{"columns": [{"name", "type"}], "rows": [[...]], "size": n}`, or
+//! CSV with `response_type=csv`.
+
+use axum::{
+    Extension, Json,
+    body::Bytes,
+    extract::State,
+    http::{HeaderMap, Uri, header::CONTENT_TYPE},
+    response::{IntoResponse, Response},
+};
+use serde_json::{Value, json};
+
+use super::{AppState, RequestId, error::PlatformError};
+use crate::{
+    documents::source::json_value,
+    engine::{PlatformPrincipal, SqlOutcome, TimeBounds, sql_type_name},
+    error::Error,
+    query::QueryResult,
+};
+
+fn failed(error: Error) -> PlatformError {
+    PlatformError {
+        operation: "sql",
+        error,
+    }
+}
+
+/// How the answer is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    Json,
+    Csv,
+}
+
+/// The statement, its time bounds and the answer's format, from the query string and the body.
+fn read_request(
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<(String, TimeBounds, Format), Error> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(uri.query().unwrap_or(""))
+        .map_err(|e| Error::BadRequest(format!("invalid query parameters: {e}")))?;
+    let mut bounds = TimeBounds::default();
+    let mut format = Format::Json;
+    let mut from_query = None;
+    let time = |name: &str, value: &str| {
+        chrono::DateTime::parse_from_rfc3339(value)
+            .map(|at| at.timestamp_millis())
+            .map_err(|_| {
+                Error::BadRequest(format!(
+                    "[{name}] must be an RFC 3339 time such as 2026-11-24T10:00:00Z, not {value:?}"
+                ))
+            })
+    };
+    for (name, value) in &pairs {
+        match name.as_str() {
+            "start_time" => bounds.start = Some(time(name, value)?),
+            "end_time" => bounds.end = Some(time(name, value)?),
+            "response_type" | "format" => {
+                format = match value.as_str() {
+                    "json" => Format::Json,
+                    "csv" => Format::Csv,
+                    other => {
+                        return Err(Error::BadRequest(format!(
+                            "[{name}] {other:?} is not served: json (the default) or csv"
+                        )));
+                    }
+                }
+            }
+            "query" => from_query = Some(value.clone()),
+            "api-version" | "pretty" => {}
+            other => {
+                return Err(Error::BadRequest(format!(
+                    "unknown query parameter [{other}] (start_time, end_time, response_type, query)"
+                )));
+            }
+        }
+    }
+    let is_json = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.to_ascii_lowercase().contains("json"));
+    let text = std::str::from_utf8(body)
+        .map_err(|_| Error::BadRequest("the body is not UTF-8".to_owned()))?
+        .trim();
+    // A JSON object with `query`, whatever the type says; other text is the statement itself.
+    let statement = match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(object)) => match object.get("query") {
+            Some(Value::String(query)) => query.clone(),
+            _ => {
+                return Err(Error::BadRequest(
+                    "the body must be {\"query\": \"<statement>\"} or the statement as text"
+                        .to_owned(),
+                ));
+            }
+        },
+        _ if is_json && !text.is_empty() => {
+            return Err(Error::BadRequest(
+                "the body must be {\"query\": \"<statement>\"}".to_owned(),
+            ));
+        }
+        _ if text.is_empty() => from_query.ok_or_else(|| {
+            Error::BadRequest(
+                "no statement: send {\"query\": \"...\"} or the statement as text".to_owned(),
+            )
+        })?,
+        _ => text.to_owned(),
+    };
+    Ok((statement, bounds, format))
+}
+
+/// The answer's rows, each a list of JSON values in column order.
+fn rows(result: &QueryResult) -> Vec<Value> {
+    let mut rows = Vec::new();
+    for batch in &result.batches {
+        for row in 0..batch.num_rows() {
+            rows.push(Value::Array(
+                batch
+                    .columns()
+                    .iter()
+                    .map(|column| json_value(column.as_ref(), row).unwrap_or(Value::Null))
+                    .collect(),
+            ));
+        }
+    }
+    rows
+}
+
+/// A CSV field: quoted when it holds a comma, a quote or a line break.
+fn csv_field(value: &Value) -> String {
+    let text = match value {
+        Value::Null => String::new(),
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    match text.contains([',', '"', '\n', '\r']) {
+        true => format!("\"{}\"", text.replace('"', "\"\"")),
+        false => text,
+    }
+}
+
+/// POST|GET /sql, POST /{dataset}/sql, POST /_sql.
+pub async fn sql(
+    State(state): State<AppState>,
+    Extension(principal): Extension<PlatformPrincipal>,
+    Extension(request_id): Extension<RequestId>,
+    headers: HeaderMap,
+    uri: Uri,
+    body: Bytes,
+) -> Result<Response, PlatformError> {
+    let (statement, bounds, format) = read_request(&uri, &headers, &body).map_err(failed)?;
+    let outcome = state
+        .engine
+        .platform_sql(
+            &principal,
+            &statement,
+            bounds,
+            &principal.origin(&request_id.0),
+        )
+        .await
+        .map_err(failed)?;
+    let result = match outcome {
+        SqlOutcome::Rows(result) => result,
+        SqlOutcome::Affected(n) => return Ok(Json(json!({"rows_affected": n})).into_response()),
+    };
+    let rows = rows(&result);
+    let columns: Vec<Value> = result
+        .schema
+        .fields()
+        .iter()
+        .map(|f| json!({"name": f.name(), "type": sql_type_name(f.data_type())}))
+        .collect();
+    Ok(match format {
+        Format::Json => {
+            Json(json!({"columns": columns, "rows": rows, "size": rows.len()})).into_response()
+        }
+        Format::Csv => {
+            let mut out = String::new();
+            let header: Vec<String> = columns.iter().map(|c| csv_field(&c["name"])).collect();
+            out.push_str(&header.join(","));
+            out.push('\n');
+            for row in &rows {
+                let fields: Vec<String> = row
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(csv_field)
+                    .collect();
+                out.push_str(&fields.join(","));
+                out.push('\n');
+            }
+            ([(CONTENT_TYPE, "text/csv; charset=utf-8")], out).into_response()
+        }
+    })
+}
