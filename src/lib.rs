@@ -12,6 +12,7 @@ pub mod documents;
 pub use strata_datadir as datadir;
 pub mod engine;
 pub mod error;
+pub mod exposition;
 pub mod http;
 pub mod keys;
 pub mod metrics;
