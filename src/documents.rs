@@ -288,6 +288,7 @@ pub(crate) mod test_support {
             dataset: true,
             date_formats: Default::default(),
             declared: Default::default(),
+            metrics: false,
         }
     }
 }

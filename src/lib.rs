@@ -18,6 +18,7 @@ pub mod keys;
 pub mod metrics;
 pub mod names;
 pub mod query;
+pub mod remote_write;
 pub mod rows;
 pub mod seal;
 pub mod server;

@@ -799,7 +799,7 @@ async fn restores_at_every_tenth_offset_equal_what_the_server_answered_then() {
 }
 
 /// What this round of the platform API writes (arrays, partial updates, aliases, declared
-/// fields, SQL upserts) replays to the state the server holds: verify passes, catalog and
+/// fields, SQL upserts, metrics samples) replays to the state the server holds: verify passes, catalog and
 /// datasets alike.
 #[tokio::test]
 async fn platform_writes_replay_to_what_the_server_holds() {
@@ -850,12 +850,23 @@ async fn platform_writes_replay_to_what_the_server_holds() {
     let upsert = json!({"query": "INSERT INTO events (_id, n, level) VALUES ('2', 20, 'warn'), ('4', 4, 'info') ON CONFLICT (_id) DO UPDATE SET n = EXCLUDED.n"});
     let answer = platform.send("POST", "/sql", Some(&upsert)).await;
     assert_eq!(answer.body["rows_affected"], 2, "{answer:?}");
+    // Samples, the second write bringing a new label (a column).
+    for body in [
+        "up{job=\"a\"} 1 1000\nup{job=\"b\"} 0 1000\n",
+        "up{job=\"a\",zone=\"z1\"} 1 2000\nup{job=\"a\"} 1 2000\n",
+    ] {
+        let answer = platform
+            .send_text("POST", "/node/metrics", "text/plain", body)
+            .await;
+        assert_eq!(answer.body["indexed"], 2, "{answer:?}");
+    }
     assert!(server.stop());
 
     let output = replay(dir.path(), &["verify"]);
     assert!(output.status.success(), "{}", text(&output));
     let out = text(&output);
     assert!(out.contains("ok acme/default/events"), "{out}");
+    assert!(out.contains("ok acme/default/node"), "{out}");
     assert!(out.contains(" 0 mismatched"), "{out}");
     // The dump tells each step.
     let dump = text(&replay(dir.path(), &["dump", "--kind", "aliases_changed"]));

@@ -103,6 +103,9 @@ pub struct TableDef {
     /// A dataset's fields its mapping declares (see `TableCreated.declared`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub declared: BTreeMap<String, DeclaredField>,
+    /// A metrics dataset (see `TableCreated.metrics`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub metrics: bool,
 }
 
 /// What a mapping declares of a dataset's field (see `DeclaredField` in events.proto).
@@ -195,6 +198,7 @@ impl TableDef {
             start_offset: created.start_offset,
             created_at_micros,
             dataset: created.dataset,
+            metrics: created.metrics,
             date_formats: created
                 .date_formats
                 .iter()
@@ -501,6 +505,7 @@ mod tests {
                 date_formats: [("at".to_owned(), "epoch_second".to_owned())].into(),
                 aliases: vec![],
                 declared: Default::default(),
+                metrics: false,
             })),
             ..Default::default()
         }

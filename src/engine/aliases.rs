@@ -130,7 +130,9 @@ pub fn resolve_read(
     for pattern in patterns {
         let mut found = false;
         for (name, def) in &state.tables {
-            if def.dataset && pattern_matches(pattern, name) {
+            // A wildcard does not reach metrics datasets: they have no documents to search.
+            let skipped = def.metrics && pattern.contains('*');
+            if def.dataset && !skipped && pattern_matches(pattern, name) {
                 reach(name, None);
                 found = true;
             }

@@ -17,6 +17,7 @@ use strata_log::{
 use strata_projections::{
     catalog::{ColumnDef, TableDef},
     control::{Database, DatabaseStatus},
+    table::series,
 };
 
 use super::{
@@ -32,6 +33,26 @@ pub const DEFAULT_DATABASE: &str = "default";
 pub const ID_FIELD: &str = "_id";
 /// The primary time of a record.
 pub const TIMESTAMP_FIELD: &str = "@timestamp";
+
+/// What a dataset holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Kind {
+    /// Records (JSON documents), written by bulk, SQL and the document API.
+    #[default]
+    Records,
+    /// Samples of metrics (ADR 7), written by the metrics endpoints.
+    Metrics,
+}
+
+/// What a new dataset is made with.
+#[derive(Debug, Default)]
+pub(super) struct NewDataset<'a> {
+    pub kind: Kind,
+    /// The columns and fields its mappings declare.
+    pub declared: Declared,
+    /// The aliases its configuration names.
+    pub aliases: &'a [(String, AliasSpec)],
+}
 
 /// Names the platform uses as the first segment of its paths (docs/api.md).
 pub const RESERVED_NAMES: &[&str] = &[
@@ -224,8 +245,11 @@ impl Engine {
         self.make_dataset(
             principal,
             name,
-            declared,
-            aliases,
+            NewDataset {
+                kind: Kind::Records,
+                declared,
+                aliases,
+            },
             origin,
             self.write_wait(),
         )
@@ -238,11 +262,15 @@ impl Engine {
         &self,
         principal: &PlatformPrincipal,
         name: &str,
-        declared: Declared,
-        aliases: &[(String, AliasSpec)],
+        new: NewDataset<'_>,
         origin: &Origin,
         wait: std::time::Duration,
     ) -> Result<()> {
+        let NewDataset {
+            kind,
+            declared,
+            aliases,
+        } = new;
         check_name(name)?;
         self.authorize(principal, Action::DatasetCreate, name)?;
         for (alias, _) in aliases {
@@ -274,29 +302,41 @@ impl Engine {
         }
         let aliases = super::aliases::creation_aliases(&catalog, name, aliases)?;
         let partition = PartitionId::table(&database.account, &database.name, name);
+        let column = |name: &str, r#type: &str| Column {
+            name: name.to_owned(),
+            r#type: r#type.to_owned(),
+            nullable: false,
+        };
+        let (first, exact_columns) = match kind {
+            Kind::Records => (
+                vec![
+                    column(ID_FIELD, "utf8"),
+                    column(TIMESTAMP_FIELD, "timestamp[ms,UTC]"),
+                ],
+                vec![ID_FIELD.to_owned()],
+            ),
+            // Label columns are added as samples bring them.
+            Kind::Metrics => (
+                vec![
+                    column(TIMESTAMP_FIELD, "timestamp[ms,UTC]"),
+                    column(series::SERIES_COLUMN, "uint64"),
+                    column(series::VALUE_COLUMN, "float64"),
+                ],
+                Vec::new(),
+            ),
+        };
         let created = TableCreated {
             name: name.to_owned(),
             table_id: uuid::Uuid::now_v7().to_string(),
-            columns: [
-                Column {
-                    name: ID_FIELD.to_owned(),
-                    r#type: "utf8".to_owned(),
-                    nullable: false,
-                },
-                Column {
-                    name: TIMESTAMP_FIELD.to_owned(),
-                    r#type: "timestamp[ms,UTC]".to_owned(),
-                    nullable: false,
-                },
-            ]
-            .into_iter()
-            .chain(declared.columns.iter().map(|c| Column {
-                name: c.name.clone(),
-                r#type: c.data_type.to_string(),
-                nullable: true,
-            }))
-            .collect(),
-            exact_columns: vec![ID_FIELD.to_owned()],
+            columns: first
+                .into_iter()
+                .chain(declared.columns.iter().map(|c| Column {
+                    name: c.name.clone(),
+                    r#type: c.data_type.to_string(),
+                    nullable: true,
+                }))
+                .collect(),
+            exact_columns,
             vector_column: declared
                 .vector
                 .as_ref()
@@ -317,6 +357,7 @@ impl Engine {
                 .map(|(name, field)| (name.clone(), field.to_event()))
                 .collect(),
             aliases,
+            metrics: kind == Kind::Metrics,
             ..Default::default()
         };
         permit.write(Body::TableCreated(created), origin).await?;

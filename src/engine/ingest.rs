@@ -338,7 +338,7 @@ impl Engine {
             Err(Error::DatasetNotFound(_)) if writes > 0 => {
                 // Like Elasticsearch, a write to a dataset that does not exist creates it.
                 match self
-                    .make_dataset(principal, name, Default::default(), &[], origin, BULK_WAIT)
+                    .make_dataset(principal, name, Default::default(), origin, BULK_WAIT)
                     .await
                 {
                     Ok(()) | Err(Error::DatasetExists(_)) => {}
@@ -348,6 +348,11 @@ impl Engine {
             }
             Err(error) => return Err(error),
         };
+        if def.metrics {
+            return Err(Error::BadRequest(format!(
+                "dataset {name:?} holds metrics: write its samples to POST /{name}/metrics or by remote write"
+            )));
+        }
         // A geo point written as an object was flattened like any object: gather it again.
         // Values of fields declared `ignore_malformed` that do not fit are left out.
         let formats = columns::Formats::of(&def);
@@ -549,7 +554,7 @@ impl Engine {
 /// The permit of dataset `name`'s leader, waiting at most [`BULK_WAIT`] for writes in flight;
 /// `None` when the leader could not take the partition because another took it at the same
 /// moment (on this node: a runtime with grown columns replacing `table`): plan again.
-async fn dataset_permit<'a>(
+pub(super) async fn dataset_permit<'a>(
     table: &'a TableRuntime,
     name: &str,
 ) -> Result<Option<Permit<'a, Arc<TableSnapshot>>>> {
@@ -605,6 +610,11 @@ impl Engine {
     ) -> Result<Deleted> {
         self.authorize(principal, Action::RecordWrite, name)?;
         let (runtime, def) = self.dataset(&principal.account, name).await?;
+        if def.metrics {
+            return Err(Error::BadRequest(format!(
+                "dataset {name:?} holds metrics, not documents: a query cannot select its samples"
+            )));
+        }
         let deadline = tokio::time::Instant::now() + BULK_WAIT;
         while tokio::time::Instant::now() < deadline {
             let table = self.table_runtime(&runtime, &def).await?;

@@ -27,6 +27,7 @@ mod query_dsl;
 mod quota;
 mod recovery;
 mod registry;
+mod samples;
 pub mod search;
 mod sql;
 mod table;
@@ -57,6 +58,7 @@ pub use self::{
     query_dsl::SearchOptions,
     recovery::RestoreSummary,
     registry::DatabaseGuard,
+    samples::SampleRow,
     sql::{SqlOutcome, TimeBounds, type_name as sql_type_name},
     table::{RowCount, TableRuntime},
     users::{Action, PlatformPrincipal, RootCredentials},

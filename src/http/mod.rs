@@ -11,6 +11,7 @@ mod documents;
 pub mod error;
 mod forward;
 mod platform;
+mod samples;
 mod sql;
 
 use std::{

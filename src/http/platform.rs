@@ -21,7 +21,7 @@ use serde_json::json;
 
 use super::{
     AppState, RequestId, aliases, body::PathName, documents, error::PlatformError, forward, health,
-    sql,
+    samples, sql,
 };
 use crate::{
     engine::{Action, DEFAULT_DATABASE, PlatformPrincipal, database_key},
@@ -47,6 +47,8 @@ pub fn routes(state: AppState) -> Router {
         )
         .route("/{name}/metadata", get(dataset_info))
         .route("/{name}/json", post(documents::dataset_bulk))
+        .route("/{name}/metrics", post(samples::post_metrics))
+        .route("/api/v1/write", post(samples::remote_write))
         .route(
             "/{name}/_bulk",
             post(documents::dataset_bulk).put(documents::dataset_bulk),

@@ -16,6 +16,7 @@ use arrow::array::RecordBatch;
 
 use super::{
     docs::{DocsIndex, DocsSchema},
+    series::SeriesSet,
     text::{SegmentText, TextSchema, build_segment_index, index_error},
     vector::{SegmentVectors, VectorOptions},
 };
@@ -32,6 +33,8 @@ pub struct IndexSpec {
     pub vector: Option<VectorSpec>,
     /// A dataset's document index (the Query DSL's).
     pub docs: Option<DocsSchema>,
+    /// A metrics dataset's series index (PromQL's).
+    pub series: bool,
     pub options: VectorOptions,
 }
 
@@ -45,6 +48,7 @@ pub struct VectorSpec {
 const TEXT_DIR: &str = "text";
 const VECTOR_DIR: &str = "vectors";
 const DOCS_DIR: &str = "docs";
+const SERIES_FILE: &str = "series";
 
 impl IndexSpec {
     /// `None` when the table indexes nothing.
@@ -57,8 +61,10 @@ impl IndexSpec {
                 metric: table.vector_metric.unwrap_or(VectorMetric::Cosine),
             })
         });
-        let docs = table.dataset.then(|| DocsSchema::of(table));
-        if text.is_none() && vector.is_none() && docs.is_none() {
+        // A metrics dataset's samples are read by series, not searched as documents.
+        let docs = (table.dataset && !table.metrics).then(|| DocsSchema::of(table));
+        let series = table.metrics;
+        if text.is_none() && vector.is_none() && docs.is_none() && !series {
             return None;
         }
         Some(IndexSpec {
@@ -66,6 +72,7 @@ impl IndexSpec {
             text,
             vector,
             docs,
+            series,
             options,
         })
     }
@@ -87,6 +94,9 @@ impl IndexSpec {
         }
         if let Some(docs) = &self.docs {
             docs.build_in_dir(&building.join(DOCS_DIR), rows)?;
+        }
+        if self.series {
+            SeriesSet::build(rows)?.write(&building.join(SERIES_FILE))?;
         }
         let vectors = match &self.vector {
             Some(v) => Some(SegmentVectors::build(
@@ -111,7 +121,11 @@ impl IndexSpec {
             Some(_) => Some(DocsIndex::open(&dir.join(DOCS_DIR))?),
             None => None,
         };
-        Ok(SegmentIndex::new(dir, text, vectors, docs))
+        let series = match self.series {
+            true => Some(SeriesSet::open(&dir.join(SERIES_FILE))?),
+            false => None,
+        };
+        Ok(SegmentIndex::new(dir, text, vectors, docs, series))
     }
 
     /// Opens the indexes of segment `seq`; `None` when they are not there (to be rebuilt).
@@ -137,10 +151,16 @@ impl IndexSpec {
                 Some(_) => Some(DocsIndex::open(&dir.join(DOCS_DIR))?),
                 None => None,
             };
-            Ok::<_, crate::error::Error>((text, vectors, docs))
+            let series = match self.series {
+                true => Some(SeriesSet::open(&dir.join(SERIES_FILE))?),
+                false => None,
+            };
+            Ok::<_, crate::error::Error>((text, vectors, docs, series))
         })();
         match opened {
-            Ok((text, vectors, docs)) => Ok(Some(SegmentIndex::new(dir, text, vectors, docs))),
+            Ok((text, vectors, docs, series)) => {
+                Ok(Some(SegmentIndex::new(dir, text, vectors, docs, series)))
+            }
             Err(error) => {
                 tracing::warn!(dir = %dir.display(), %error, "unreadable segment index; rebuilding it");
                 Ok(None)
@@ -187,6 +207,7 @@ pub struct SegmentIndex {
     pub text: Option<SegmentText>,
     pub vectors: Option<SegmentVectors>,
     pub docs: Option<DocsIndex>,
+    pub series: Option<SeriesSet>,
     retired: AtomicBool,
 }
 
@@ -197,6 +218,7 @@ impl std::fmt::Debug for SegmentIndex {
             .field("text", &self.text)
             .field("vectors", &self.vectors)
             .field("docs", &self.docs)
+            .field("series", &self.series)
             .finish()
     }
 }
@@ -207,12 +229,14 @@ impl SegmentIndex {
         text: Option<SegmentText>,
         vectors: Option<SegmentVectors>,
         docs: Option<DocsIndex>,
+        series: Option<SeriesSet>,
     ) -> SegmentIndex {
         SegmentIndex {
             dir,
             text,
             vectors,
             docs,
+            series,
             retired: AtomicBool::new(false),
         }
     }

@@ -33,6 +33,7 @@ mod provider;
 pub mod rows;
 pub mod search;
 mod segment;
+pub mod series;
 pub mod text;
 pub mod vector;
 
@@ -108,6 +109,8 @@ pub struct MemBatch {
     pub text: Option<Arc<text::TextTail>>,
     /// The batch's document index (a dataset's), built when a query first needs it.
     pub docs: Arc<Mutex<Option<docs::DocsIndex>>>,
+    /// The batch's series (a metrics dataset's), grouped when a query first needs them.
+    pub series: Arc<Mutex<Option<Arc<series::SeriesSet>>>>,
 }
 
 impl MemBatch {
@@ -137,7 +140,20 @@ impl MemBatch {
             vectors: Arc::new(vectors),
             text,
             docs: Arc::default(),
+            series: Arc::default(),
         })
+    }
+
+    /// The batch's series, grouped on first use; `None` when the table keeps none.
+    pub fn series_set(&self, spec: Option<&IndexSpec>) -> Result<Option<Arc<series::SeriesSet>>> {
+        if !spec.is_some_and(|s| s.series) {
+            return Ok(None);
+        }
+        let mut built = self.series.lock();
+        if built.is_none() {
+            *built = Some(Arc::new(series::SeriesSet::build(&self.batch)?));
+        }
+        Ok(built.clone())
     }
 
     /// The batch's document index, built on first use; `None` when the table has none.
@@ -563,6 +579,7 @@ fn merge_memtable(state: &mut State) -> Result<()> {
         vectors: Arc::new(vectors),
         text,
         docs: Arc::default(),
+        series: Arc::default(),
     });
     Ok(())
 }

@@ -56,6 +56,7 @@ fn table() -> Arc<TableDef> {
         dataset: false,
         date_formats: Default::default(),
         declared: Default::default(),
+        metrics: false,
     })
 }
 
@@ -586,4 +587,169 @@ async fn grown_rows_by_id(harness: &Harness) -> Vec<GrownRow> {
         .await
         .unwrap();
     grown_rows(&[batch])
+}
+
+fn metrics_table() -> Arc<TableDef> {
+    let column = |name: &str, data_type: ColumnType, nullable: bool| ColumnDef {
+        name: name.into(),
+        data_type,
+        nullable,
+    };
+    Arc::new(TableDef {
+        name: "t".into(),
+        id: "t1".into(),
+        columns: vec![
+            column(
+                "@timestamp",
+                ColumnType::Timestamp {
+                    unit: crate::schema::TimestampUnit::Milliseconds,
+                    utc: true,
+                },
+                false,
+            ),
+            column("_series", ColumnType::UInt64, false),
+            column("value", ColumnType::Float64, false),
+            column("__name__", ColumnType::Utf8, true),
+            column("job", ColumnType::Utf8, true),
+        ],
+        fts_columns: vec![],
+        exact_columns: vec![],
+        vector_column: None,
+        vector_metric: None,
+        start_offset: 0,
+        created_at_micros: 0,
+        dataset: true,
+        date_formats: Default::default(),
+        declared: Default::default(),
+        metrics: true,
+    })
+}
+
+/// Samples of `up{job=...}`: (job, time, value), from row id `first`.
+fn samples(first: u64, rows: &[(&str, i64, f64)]) -> Body {
+    use arrow::array::{Float64Array, TimestampMillisecondArray, UInt64Array};
+    let batch = RecordBatch::try_new(
+        rows::data_schema(&metrics_table()),
+        vec![
+            Arc::new(
+                TimestampMillisecondArray::from_iter_values(rows.iter().map(|r| r.1))
+                    .with_timezone("UTC"),
+            ),
+            Arc::new(UInt64Array::from_iter_values(
+                rows.iter()
+                    .map(|r| series::series_id([("__name__", "up"), ("job", r.0)])),
+            )),
+            Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.2))),
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|_| "up"))),
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
+        ],
+    )
+    .unwrap();
+    Body::RowsAppended(RowsAppended {
+        table_id: "t1".into(),
+        first_row_id: first,
+        row_count: rows.len() as u64,
+        arrow_ipc: rows::encode_ipc(&batch).unwrap().into(),
+        ..Default::default()
+    })
+}
+
+/// Every sample of the table's series with `job`, through the series sets of its memtable
+/// and segments, merged by time (the later row winning).
+fn series_samples(snapshot: &TableSnapshot, job: &str) -> Vec<(i64, f64)> {
+    let spec = snapshot.index.as_deref();
+    let mut points = Vec::new();
+    for segment in &snapshot.segments {
+        let set = segment
+            .index
+            .as_ref()
+            .and_then(|i| i.series.as_ref())
+            .unwrap();
+        for slot in set.select(&[("job", job)], |_| true) {
+            set.read(slot, i64::MIN, i64::MAX, &segment.deleted, &mut points)
+                .unwrap();
+        }
+    }
+    for batch in &snapshot.memtable {
+        let set = batch.series_set(spec).unwrap().unwrap();
+        for slot in set.select(&[("job", job)], |_| true) {
+            set.read(slot, i64::MIN, i64::MAX, &batch.deleted, &mut points)
+                .unwrap();
+        }
+    }
+    points.sort_by_key(|p| (p.t, p.row));
+    let mut merged: Vec<(i64, f64)> = Vec::new();
+    for p in points {
+        match merged.last_mut() {
+            Some(last) if last.0 == p.t => last.1 = p.v,
+            _ => merged.push((p.t, p.v)),
+        }
+    }
+    merged
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_metrics_table_keeps_its_series_in_the_memtable_segments_and_compactions() {
+    let mut harness = Harness {
+        table: metrics_table(),
+        dir: tempfile::tempdir().unwrap(),
+        log: Arc::new(MemoryLog::new()),
+        options: TableOptions {
+            compact_min_segments: 2,
+            ..TableOptions::default()
+        },
+        projector: None,
+        handle: None,
+    };
+    harness.start().await;
+    harness
+        .write(samples(
+            0,
+            &[("a", 1000, 1.0), ("b", 1000, 10.0), ("a", 2000, 2.0)],
+        ))
+        .await;
+    assert_eq!(
+        series_samples(&harness.handle.as_ref().unwrap().snapshot(), "a"),
+        [(1000, 1.0), (2000, 2.0)]
+    );
+    harness.handle.as_ref().unwrap().flush().await.unwrap();
+    let snapshot = harness.handle.as_ref().unwrap().snapshot();
+    assert!(snapshot.memtable.is_empty());
+    let set = snapshot.segments[0]
+        .index
+        .as_ref()
+        .unwrap()
+        .series
+        .as_ref()
+        .unwrap();
+    assert_eq!(set.series().len(), 2);
+    assert!(snapshot.segments[0].index.as_ref().unwrap().docs.is_none());
+    // A rewrite of a time, in a later segment, wins.
+    harness
+        .write(samples(3, &[("a", 2000, 20.0), ("a", 3000, 3.0)]))
+        .await;
+    harness.handle.as_ref().unwrap().flush().await.unwrap();
+    assert_eq!(
+        series_samples(&harness.handle.as_ref().unwrap().snapshot(), "a"),
+        [(1000, 1.0), (2000, 20.0), (3000, 3.0)]
+    );
+    // Deleted rows are not read; the index comes back after a restart, and a compaction's
+    // segment has the series of both.
+    harness
+        .write(Body::RowsDeleted(RowsDeleted {
+            table_id: "t1".into(),
+            row_ids: vec![0],
+            vector_count: 0,
+        }))
+        .await;
+    harness.restart().await;
+    assert_eq!(
+        series_samples(&harness.handle.as_ref().unwrap().snapshot(), "a"),
+        [(2000, 20.0), (3000, 3.0)]
+    );
+    harness.handle.as_ref().unwrap().compact().await.unwrap();
+    let snapshot = harness.handle.as_ref().unwrap().snapshot();
+    assert_eq!(snapshot.segments.len(), 1, "{:?}", snapshot.segments);
+    assert_eq!(series_samples(&snapshot, "a"), [(2000, 20.0), (3000, 3.0)]);
+    assert_eq!(series_samples(&snapshot, "b"), [(1000, 10.0)]);
 }

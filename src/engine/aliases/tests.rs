@@ -19,6 +19,7 @@ fn dataset(name: &str) -> Arc<TableDef> {
         dataset: true,
         date_formats: Default::default(),
         declared: Default::default(),
+        metrics: false,
     })
 }
 

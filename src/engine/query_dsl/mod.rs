@@ -511,6 +511,11 @@ impl Engine {
     ) -> Result<(Arc<TableSnapshot>, DslQuery, dsl::NamedQueries)> {
         self.authorize(principal, Action::RecordRead, name)?;
         let (runtime, def) = self.dataset(&principal.account, name).await?;
+        if def.metrics {
+            return Err(Error::BadRequest(format!(
+                "dataset {name:?} holds metrics, not documents: query it with PromQL or SQL"
+            )));
+        }
         let table = self.table_runtime(&runtime, &def).await?;
         let snapshot = table.snapshot();
         let schema = snapshot

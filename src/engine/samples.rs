@@ -1,0 +1,238 @@
+//! Samples written to metrics datasets (ADR 7): by the text exposition format and by Prometheus
+//! remote write.
+//!
+//! A metrics dataset is made by its first write. Its rows are samples: `@timestamp`, `_series`
+//! (the series' id, a stable hash of its label set), `value`, and a string column per label,
+//! added as samples bring new labels (a catalog change, as a record's new field is). A request's
+//! samples are one `RowsAppended` event: all of them are written, or none (a refused request
+//! appends nothing to the log). A sample never replaces another in the log; of two samples of a
+//! series at the same time, queries read the one written last.
+
+use std::{collections::BTreeSet, sync::Arc, time::Duration};
+
+use arrow::array::{
+    ArrayRef, Float64Array, RecordBatch, StringBuilder, TimestampMillisecondArray, UInt64Array,
+};
+use strata_log::{envelope::Body, event::RowsAppended};
+use strata_projections::{
+    catalog::{ColumnDef, TableDef},
+    schema::ColumnType,
+    table::{rows as table_rows, series},
+};
+
+use super::{
+    Action, Engine, Origin, PlatformPrincipal,
+    datasets::{Kind, NewDataset, TIMESTAMP_FIELD, check_name},
+    ingest::dataset_permit,
+    quota::Counts,
+};
+use crate::error::{Error, Result};
+
+/// How long a write of samples waits for a busy dataset (or its catalog) before a 429.
+const SAMPLES_WAIT: Duration = Duration::from_secs(30);
+
+/// One sample to write: its series' labels (the metric name as `__name__`), its time in Unix
+/// milliseconds, its value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SampleRow {
+    /// Sorted by name, each name once, no empty value.
+    pub labels: Vec<(String, String)>,
+    pub t: i64,
+    pub v: f64,
+}
+
+impl SampleRow {
+    /// A sample of the series `labels` (in any order; empty values are left out, as Prometheus
+    /// leaves them out).
+    pub fn new(mut labels: Vec<(String, String)>, t: i64, v: f64) -> SampleRow {
+        labels.retain(|(_, value)| !value.is_empty());
+        labels.sort_by(|a, b| a.0.cmp(&b.0));
+        labels.dedup_by(|b, a| a.0 == b.0);
+        SampleRow { labels, t, v }
+    }
+}
+
+/// The refusal of a write of samples to a dataset of records.
+fn not_metrics(name: &str) -> Error {
+    Error::BadRequest(format!(
+        "dataset {name:?} holds records, not metrics: write samples to a metrics dataset"
+    ))
+}
+
+impl Engine {
+    /// Writes `samples` to metrics dataset `name`, made if it does not exist: the number of
+    /// samples written, all of them or none.
+    pub async fn write_samples(
+        &self,
+        principal: &PlatformPrincipal,
+        name: &str,
+        samples: &[SampleRow],
+        origin: &Origin,
+    ) -> Result<u64> {
+        check_name(name)?;
+        self.authorize(principal, Action::RecordWrite, name)?;
+        if let Some(sample) = samples.iter().find(|s| s.labels.is_empty()) {
+            return Err(Error::BadRequest(format!(
+                "a sample at {} has no labels and no metric name",
+                sample.t
+            )));
+        }
+        if samples.is_empty() {
+            return Ok(0);
+        }
+        let account = &principal.account;
+        let (runtime, mut def) = match self.dataset(account, name).await {
+            Ok(found) => found,
+            Err(Error::DatasetNotFound(_)) => {
+                match self
+                    .make_dataset(
+                        principal,
+                        name,
+                        NewDataset {
+                            kind: Kind::Metrics,
+                            ..Default::default()
+                        },
+                        origin,
+                        SAMPLES_WAIT,
+                    )
+                    .await
+                {
+                    Ok(()) | Err(Error::DatasetExists(_)) => {}
+                    Err(error) => return Err(error),
+                }
+                self.dataset(account, name).await?
+            }
+            Err(error) => return Err(error),
+        };
+        let _reservation = self
+            .reserve(
+                account,
+                Counts {
+                    rows: samples.len() as u64,
+                    vectors: 0,
+                },
+            )
+            .await?;
+        let deadline = tokio::time::Instant::now() + SAMPLES_WAIT;
+        while tokio::time::Instant::now() < deadline {
+            if !def.metrics {
+                return Err(not_metrics(name));
+            }
+            // New labels are new columns, added before the samples are written.
+            let columns = label_columns(&def, samples)?;
+            if columns != def.columns {
+                self.grow_dataset(&runtime, &def, &columns, origin, SAMPLES_WAIT)
+                    .await?;
+                def = self.dataset(account, name).await?.1;
+                continue;
+            }
+            let batch = sample_batch(&def, samples)?;
+            let table = self.table_runtime(&runtime, &def).await?;
+            let Some(mut permit) = dataset_permit(&table, name).await? else {
+                continue;
+            };
+            self.still_ready(&runtime)?;
+            match runtime.catalog.snapshot().tables.get(name) {
+                Some(current) if current.id == def.id => {
+                    // Grown meanwhile by another request: build the rows again.
+                    if table.retired()
+                        || current.columns != def.columns
+                        || table.def.columns != current.columns
+                    {
+                        def = current.clone();
+                        continue;
+                    }
+                }
+                _ => return Err(Error::DatasetNotFound(name.to_owned())),
+            }
+            let body = Body::RowsAppended(RowsAppended {
+                table_id: def.id.clone(),
+                first_row_id: permit.snapshot().next_row_id,
+                row_count: batch.num_rows() as u64,
+                arrow_ipc: table_rows::encode_ipc(&batch)?.into(),
+                ..Default::default()
+            });
+            match permit.write(body, origin).await {
+                Ok(after) => {
+                    self.record_usage(account, &runtime.id, &def.id, Counts::of(&after));
+                    return Ok(samples.len() as u64);
+                }
+                // Another leader took the partition meanwhile: nothing was written. Again.
+                Err(Error::Unavailable(_)) => continue,
+                Err(error) => return Err(error),
+            }
+        }
+        Err(Error::Busy(format!(
+            "the labels of dataset {name:?} kept changing under this request for {}s; retry it",
+            SAMPLES_WAIT.as_secs()
+        )))
+    }
+}
+
+/// The columns of metrics dataset `def` with those the labels of `samples` need added after
+/// them (text, nullable).
+fn label_columns(def: &TableDef, samples: &[SampleRow]) -> Result<Vec<ColumnDef>> {
+    let mut columns = def.columns.clone();
+    let mut have: BTreeSet<String> = columns.iter().map(|c| c.name.clone()).collect();
+    for sample in samples {
+        for (label, _) in &sample.labels {
+            let column = series::column_of_label(label);
+            if have.contains(column.as_ref()) {
+                continue;
+            }
+            have.insert(column.to_string());
+            columns.push(ColumnDef {
+                name: column.into_owned(),
+                data_type: ColumnType::Utf8,
+                nullable: true,
+            });
+        }
+    }
+    for column in &columns {
+        if series::label_of_column(&column.name).is_some() && column.data_type != ColumnType::Utf8 {
+            return Err(Error::Internal(format!(
+                "label column {:?} of a metrics dataset is of type {}",
+                column.name, column.data_type
+            )));
+        }
+    }
+    Ok(columns)
+}
+
+/// The rows of `samples` in the columns of `def` (which has a column for each of their labels).
+fn sample_batch(def: &TableDef, samples: &[SampleRow]) -> Result<RecordBatch> {
+    let schema = table_rows::data_schema(def);
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(def.columns.len());
+    for column in &def.columns {
+        let array: ArrayRef = match column.name.as_str() {
+            TIMESTAMP_FIELD => Arc::new(
+                TimestampMillisecondArray::from_iter_values(samples.iter().map(|s| s.t))
+                    .with_timezone("UTC"),
+            ),
+            series::SERIES_COLUMN => {
+                Arc::new(UInt64Array::from_iter_values(samples.iter().map(|s| {
+                    series::series_id(s.labels.iter().map(|(n, v)| (n.as_str(), v.as_str())))
+                })))
+            }
+            series::VALUE_COLUMN => {
+                Arc::new(Float64Array::from_iter_values(samples.iter().map(|s| s.v)))
+            }
+            name => {
+                let label = series::label_of_column(name).unwrap_or(name);
+                let mut builder = StringBuilder::with_capacity(samples.len(), samples.len() * 8);
+                for sample in samples {
+                    match sample
+                        .labels
+                        .binary_search_by(|(n, _)| n.as_str().cmp(label))
+                    {
+                        Ok(i) => builder.append_value(&sample.labels[i].1),
+                        Err(_) => builder.append_null(),
+                    }
+                }
+                Arc::new(builder.finish())
+            }
+        };
+        columns.push(array);
+    }
+    RecordBatch::try_new(schema, columns).map_err(|e| Error::Internal(e.to_string()))
+}
