@@ -17,6 +17,7 @@ pub mod http;
 pub mod keys;
 pub mod metrics;
 pub mod names;
+pub mod promql;
 pub mod query;
 pub mod remote_write;
 pub mod rows;
