@@ -333,3 +333,22 @@ async fn remote_write_writes_its_dataset_and_refuses_what_it_cannot_read() {
         [json!([3])]
     );
 }
+
+#[tokio::test]
+async fn remote_write_signed_as_prometheus_signs_is_accepted() {
+    let (_dir, _server, platform) = start();
+    let body = strata::remote_write::encode(&[(
+        labels(&[("__name__", "up")]),
+        vec![(1_700_000_000_000, 1.0)],
+    )]);
+    // Prometheus' sigv4 signs as the service "aps", whatever the receiver is.
+    let mut prometheus = platform.clone();
+    prometheus.service = "aps".to_owned();
+    let answer = remote_write(&prometheus, "/api/v1/write", "application/x-protobuf", body.clone()).await;
+    assert_eq!(answer.status, 204, "{answer:?}");
+    // Any other service but the configured one is still refused.
+    let mut other = platform.clone();
+    other.service = "s3".to_owned();
+    let answer = remote_write(&other, "/api/v1/write", "application/x-protobuf", body).await;
+    assert_eq!(answer.status, 401, "{answer:?}");
+}

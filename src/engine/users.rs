@@ -15,6 +15,9 @@ use crate::{
     sigv4,
 };
 
+/// The SigV4 service name Prometheus' and Grafana's Prometheus clients sign with.
+pub const PROMETHEUS_SERVICE: &str = "aps";
+
 /// What `strata users create-root` prints, once.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct RootCredentials {
@@ -135,9 +138,19 @@ impl Engine {
 
     fn check_signature(&self, request: &sigv4::Request<'_>) -> Result<PlatformPrincipal> {
         let platform = &self.config.platform;
+        // Prometheus' remote write and Grafana's Prometheus data source sign as the service
+        // "aps" (Amazon Managed Service for Prometheus), which they cannot be told to change:
+        // that name is accepted beside the configured one.
+        let scoped = sigv4::parse(request)
+            .ok()
+            .and_then(|s| s.scope.split('/').nth(2).map(str::to_owned));
+        let name = match scoped.as_deref() {
+            Some(PROMETHEUS_SERVICE) => PROMETHEUS_SERVICE,
+            _ => platform.service.as_str(),
+        };
         let service = sigv4::Service {
             region: &platform.region,
-            service: &platform.service,
+            service: name,
             max_skew_secs: i64::try_from(platform.max_skew_secs).unwrap_or(i64::MAX),
             normalize: true,
         };
