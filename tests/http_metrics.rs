@@ -344,7 +344,13 @@ async fn remote_write_signed_as_prometheus_signs_is_accepted() {
     // Prometheus' sigv4 signs as the service "aps", whatever the receiver is.
     let mut prometheus = platform.clone();
     prometheus.service = "aps".to_owned();
-    let answer = remote_write(&prometheus, "/api/v1/write", "application/x-protobuf", body.clone()).await;
+    let answer = remote_write(
+        &prometheus,
+        "/api/v1/write",
+        "application/x-protobuf",
+        body.clone(),
+    )
+    .await;
     assert_eq!(answer.status, 204, "{answer:?}");
     // Any other service but the configured one is still refused.
     let mut other = platform.clone();

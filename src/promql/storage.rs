@@ -20,7 +20,12 @@ pub trait Queryable: Send + Sync {
     /// empty value), with their samples from `mint` to `maxt` (Unix milliseconds, both
     /// included). A series without samples in the range may be left out. Series come back
     /// sorted by labels.
-    fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Series>, StorageError>;
+    fn select(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+    ) -> Result<Vec<Series>, StorageError>;
 
     /// The label sets of the series [`select`](Queryable::select) would return, without their
     /// samples (for the label and series listings).
@@ -65,7 +70,12 @@ impl MemStorage {
     }
 
     /// Adds a histogram sample; one at the same time of the same series is replaced.
-    pub fn add_histogram(&mut self, labels: &Labels, t: i64, h: std::sync::Arc<super::histogram::FloatHistogram>) {
+    pub fn add_histogram(
+        &mut self,
+        labels: &Labels,
+        t: i64,
+        h: std::sync::Arc<super::histogram::FloatHistogram>,
+    ) {
         let series = self.entry(labels);
         remove_at(series, t);
         let at = series.histograms.partition_point(|p| p.t < t);
@@ -91,7 +101,12 @@ fn remove_at(series: &mut Series, t: i64) {
 }
 
 impl Queryable for MemStorage {
-    fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Series>, StorageError> {
+    fn select(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+    ) -> Result<Vec<Series>, StorageError> {
         Ok(self
             .series
             .values()

@@ -84,13 +84,7 @@ impl Labels {
 
     /// The labels of the set that `keep` says to keep.
     pub fn filter(&self, mut keep: impl FnMut(&str) -> bool) -> Labels {
-        Labels(
-            self.0
-                .iter()
-                .filter(|(n, _)| keep(n))
-                .cloned()
-                .collect(),
-        )
+        Labels(self.0.iter().filter(|(n, _)| keep(n)).cloned().collect())
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
