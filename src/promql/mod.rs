@@ -11,6 +11,7 @@
 //! - [`value`]: label sets, samples and series; [`storage`]: the [`storage::Queryable`] seam.
 
 pub mod ast;
+pub mod engine;
 pub mod histogram;
 pub mod lexer;
 pub mod parser;
