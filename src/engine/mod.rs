@@ -22,6 +22,7 @@ mod ingest;
 mod leader;
 mod mappings;
 mod placement;
+pub mod promql;
 mod purge;
 mod query_dsl;
 mod quota;

@@ -11,6 +11,7 @@ mod documents;
 pub mod error;
 mod forward;
 mod platform;
+mod promql;
 mod samples;
 mod sql;
 

@@ -21,7 +21,7 @@ use serde_json::json;
 
 use super::{
     AppState, RequestId, aliases, body::PathName, documents, error::PlatformError, forward, health,
-    samples, sql,
+    promql, samples, sql,
 };
 use crate::{
     engine::{Action, DEFAULT_DATABASE, PlatformPrincipal, database_key},
@@ -33,6 +33,35 @@ use crate::{
 pub const API_VERSION: &str = "2025-06-30";
 
 static ELASTIC_PRODUCT: HeaderName = HeaderName::from_static("x-elastic-product");
+
+/// Prometheus' query API under `prefix` (it is served at /promql and at /api/v1).
+fn promql_routes(prefix: &str) -> Router<AppState> {
+    Router::new()
+        .route(
+            &format!("{prefix}/query"),
+            get(promql::query).post(promql::query),
+        )
+        .route(
+            &format!("{prefix}/query_range"),
+            get(promql::query_range).post(promql::query_range),
+        )
+        .route(
+            &format!("{prefix}/labels"),
+            get(promql::labels).post(promql::labels),
+        )
+        .route(
+            &format!("{prefix}/label/{{name}}/values"),
+            get(promql::label_values),
+        )
+        .route(
+            &format!("{prefix}/series"),
+            get(promql::series).post(promql::series),
+        )
+        .route(
+            &format!("{prefix}/status/buildinfo"),
+            get(promql::buildinfo),
+        )
+}
 
 pub fn routes(state: AppState) -> Router {
     Router::new()
@@ -106,6 +135,14 @@ pub fn routes(state: AppState) -> Router {
         .route("/sql", get(sql::sql).post(sql::sql))
         .route("/_sql", post(sql::sql))
         .route("/{name}/sql", post(sql::sql))
+        .merge(promql_routes("/promql"))
+        .merge(promql_routes("/api/v1"))
+        .route("/{name}/promql", get(promql::dataset_query))
+        .route("/api/v1/metadata", get(promql::metadata))
+        .route(
+            "/api/v1/query_exemplars",
+            get(promql::exemplars).post(promql::exemplars),
+        )
         .route("/_cat/aliases", get(aliases::cat_aliases))
         .route("/_cat/aliases/{name}", get(aliases::cat_aliases))
         .route(
