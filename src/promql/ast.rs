@@ -37,7 +37,7 @@ pub use quote::{go_quote, go_quote_bytes, is_legacy_label_name};
 pub const METRIC_NAME: &str = "__name__";
 
 /// A byte range `[start, end)` into the query text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct PosRange {
     /// First byte of the node.
     pub start: usize,

@@ -42,6 +42,7 @@ mod range_args;
 mod selectors;
 mod series;
 mod sets;
+mod stats;
 mod topk;
 
 use eval::Evaluator;

@@ -51,6 +51,10 @@ pub fn matches_all(labels: &Labels, matchers: &[Matcher]) -> bool {
 }
 
 /// Series in memory, by label set.
+///
+/// Histograms come back with the counter-reset hints Prometheus' TSDB gives them when it reads
+/// them back from its chunks (see [`as_read_from_chunks`]), so that the conformance scripts see
+/// what they would see from Prometheus.
 #[derive(Clone, Debug, Default)]
 pub struct MemStorage {
     series: BTreeMap<Labels, Series>,
@@ -118,11 +122,9 @@ impl Queryable for MemStorage {
                     .filter(|p| p.t >= mint && p.t <= maxt)
                     .copied()
                     .collect();
-                let histograms: Vec<HPoint> = s
-                    .histograms
-                    .iter()
+                let histograms: Vec<HPoint> = as_read_from_chunks(s)
+                    .into_iter()
                     .filter(|p| p.t >= mint && p.t <= maxt)
-                    .cloned()
                     .collect();
                 (!floats.is_empty() || !histograms.is_empty()).then(|| Series {
                     labels: s.labels.clone(),
@@ -132,4 +134,95 @@ impl Queryable for MemStorage {
             })
             .collect())
     }
+}
+
+/// Prometheus' TSDB cuts a series' histogram samples into chunks and, reading them back, hints
+/// each sample by where it sits (`counterResetHint` in tsdb/chunkenc): every sample of a gauge
+/// chunk is a gauge; the first of a counter chunk is a reset when the chunk was cut for one,
+/// unknown otherwise; the others are not resets. A chunk is cut at a series' first histogram,
+/// after a float, after a stale marker, when a counter histogram resets (an explicit hint, or
+/// one detected against the previous sample), when the bucket layout cannot be appended (the
+/// schema or the zero threshold changes), when the sample switches between gauge and counter,
+/// and after 120 samples. This reproduces those hints from the samples as they were added.
+fn as_read_from_chunks(series: &Series) -> Vec<HPoint> {
+    use super::histogram::CounterResetHint;
+    use super::value::is_stale_nan;
+    const SAMPLES_PER_CHUNK: usize = 120;
+    let mut out = Vec::with_capacity(series.histograms.len());
+    // The previous histogram of the current chunk, whether the chunk is a gauge chunk, and
+    // how many samples it holds.
+    let mut chunk: Option<(&super::histogram::FloatHistogram, bool, usize)> = None;
+    let mut floats = series.floats.iter().peekable();
+    for point in &series.histograms {
+        // A float sample between two histograms ends the chunk.
+        let mut after_float = false;
+        while floats.next_if(|f| f.t < point.t).is_some() {
+            after_float = true;
+        }
+        if after_float {
+            chunk = None;
+        }
+        let h = &point.h;
+        let gauge = h.counter_reset_hint == CounterResetHint::Gauge;
+        let stale = is_stale_nan(h.sum);
+        let (cut, reset) = match chunk {
+            None => (true, h.counter_reset_hint == CounterResetHint::Reset),
+            Some((prev, prev_gauge, n)) => {
+                if stale {
+                    (false, false)
+                } else if is_stale_nan(prev.sum) || n >= SAMPLES_PER_CHUNK || gauge != prev_gauge {
+                    (
+                        true,
+                        !gauge && h.counter_reset_hint == CounterResetHint::Reset,
+                    )
+                } else if gauge {
+                    (
+                        h.schema != prev.schema || h.zero_threshold != prev.zero_threshold,
+                        false,
+                    )
+                } else {
+                    let mut unhinted = (**h).clone();
+                    unhinted.counter_reset_hint = CounterResetHint::Unknown;
+                    if h.counter_reset_hint == CounterResetHint::Reset {
+                        (true, true)
+                    } else if unhinted.detect_reset(prev) {
+                        (true, false)
+                    } else {
+                        (
+                            h.schema != prev.schema || h.zero_threshold != prev.zero_threshold,
+                            false,
+                        )
+                    }
+                }
+            }
+        };
+        let gauge_chunk = if cut {
+            gauge
+        } else {
+            chunk.is_some_and(|c| c.1)
+        };
+        let n = if cut { 1 } else { chunk.map_or(1, |c| c.2 + 1) };
+        let hint = if gauge_chunk {
+            CounterResetHint::Gauge
+        } else if n > 1 {
+            CounterResetHint::NotReset
+        } else if reset {
+            CounterResetHint::Reset
+        } else {
+            CounterResetHint::Unknown
+        };
+        let read = if stale || h.counter_reset_hint == hint {
+            point.clone()
+        } else {
+            let mut h = (**h).clone();
+            h.counter_reset_hint = hint;
+            HPoint {
+                t: point.t,
+                h: std::sync::Arc::new(h),
+            }
+        };
+        out.push(read);
+        chunk = Some((h, gauge_chunk, n));
+    }
+    out
 }

@@ -2,7 +2,7 @@
 //! and the step-by-step driver [`Evaluator::range_eval`] that operators and functions over
 //! instant vectors are written against.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -10,10 +10,11 @@ use super::annotations::{Annotations, Note};
 use super::series::{EvSeries, Sample, drop_metadata, hist_size};
 use super::{EngineOptions, QueryError, QueryOutput, QueryValue, Result};
 use crate::promql::ast::{
-    AtModifier, DurationContext, DurationExpr, Expr, NumberLiteral, UnaryExpr, UnaryOp,
+    AtModifier, DurationContext, DurationExpr, Expr, NumberLiteral, PosRange, UnaryExpr, UnaryOp,
+    VectorSelector,
 };
 use crate::promql::storage::Queryable;
-use crate::promql::value::Labels;
+use crate::promql::value::{Labels, Series};
 
 /// The value of a node: a matrix (instant vectors and scalars are matrices with one point per
 /// step; a scalar is one series without labels) or a string.
@@ -48,6 +49,8 @@ pub(crate) struct Evaluator<'a> {
     annos: Annotations,
     /// The context duration expressions are folded in: the query's step and range.
     pub dctx: DurationContext,
+    /// The selectors read with histogram statistics decoding ([`super::stats`]).
+    stats_selectors: HashSet<PosRange>,
 }
 
 impl<'a> Evaluator<'a> {
@@ -82,11 +85,13 @@ impl<'a> Evaluator<'a> {
                 step_ms: step.max(0),
                 range_ms: end.saturating_sub(start),
             },
+            stats_selectors: HashSet::new(),
         }
     }
 
     /// Evaluates the whole query and applies the delayed name removal.
     pub fn eval_top(&mut self, expr: &Expr) -> Result<Value> {
+        self.stats_selectors = super::stats::stats_selectors(expr);
         match self.eval(expr)? {
             Value::Matrix(mat) => Ok(Value::Matrix(cleanup_names(mat)?)),
             other => Ok(other),
@@ -100,6 +105,16 @@ impl<'a> Evaluator<'a> {
             warnings: self.annos.warnings,
             infos: self.annos.infos,
         }
+    }
+
+    /// The series `vs` selects, with samples from `mint` to `maxt`; read as the histogram
+    /// statistics iterator reads them where the query needs only counts and sums.
+    pub fn select_for(&mut self, vs: &VectorSelector, mint: i64, maxt: i64) -> Result<Vec<Series>> {
+        let mut series = self.select(&vs.matchers, mint, maxt)?;
+        if self.stats_selectors.contains(&vs.pos) {
+            series.iter_mut().for_each(super::stats::rehint);
+        }
+        Ok(series)
     }
 
     /// Records an annotation.

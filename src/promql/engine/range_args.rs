@@ -72,7 +72,7 @@ impl Evaluator<'_> {
         };
         let (mint, _) = arg.bounds(first.1, self.lookback);
         let (_, maxt) = arg.bounds(last.1, self.lookback);
-        let series = self.select(&vs.matchers, mint.saturating_add(1), maxt)?;
+        let series = self.select_for(vs, mint.saturating_add(1), maxt)?;
         arg.series = series
             .into_iter()
             .map(|s| EvSeries {

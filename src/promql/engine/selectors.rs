@@ -94,7 +94,7 @@ impl Evaluator<'_> {
             return Ok(Vec::new());
         };
         let mint = first.1.saturating_sub(self.lookback).saturating_add(1);
-        let series = self.select(&vs.matchers, mint, last.1)?;
+        let series = self.select_for(vs, mint, last.1)?;
         let mut out = Vec::with_capacity(series.len());
         for s in &series {
             self.check_deadline()?;
@@ -133,8 +133,8 @@ impl Evaluator<'_> {
             return Ok(Vec::new());
         };
         let lb = self.lookback;
-        let series = self.select(
-            &vs.matchers,
+        let series = self.select_for(
+            vs,
             first.1.saturating_sub(lb).saturating_add(1),
             last.1.saturating_add(lb),
         )?;
