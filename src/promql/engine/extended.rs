@@ -94,6 +94,11 @@ pub(crate) fn extended_rate(
     if floats.get(last)?.t <= mint {
         return None;
     }
+    // Smoothing interpolates between samples on both sides of the window; with every sample
+    // after it there is nothing to interpolate from.
+    if smoothed && floats.first()?.t > maxt {
+        return None;
+    }
     let left = left_value(floats, first, mint, smoothed, is_counter);
     let right = right_value(floats, last, maxt, smoothed, is_counter);
     let mut result = right - left;
