@@ -15,6 +15,7 @@ mod compare;
 mod script;
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -26,7 +27,7 @@ use strata::promql::storage::MemStorage;
 use strata::promql::value::{Labels, stale_nan};
 
 /// The number of evals known to pass; the run fails below it.
-const PASSING: usize = 2116;
+const PASSING: usize = 2134;
 
 fn tests_dir() -> PathBuf {
     match std::env::var("STRATA_PROMQL_TESTS") {
@@ -207,6 +208,11 @@ fn promql_conformance() {
         total += ft;
     }
     println!("overall: {passed}/{total}");
+    // The summary reaches CI's log even though the test harness captures `println!`.
+    let _ = writeln!(
+        std::io::stderr(),
+        "promql conformance: {passed}/{total} evals pass (at least {PASSING} expected)"
+    );
     assert!(
         passed >= PASSING,
         "only {passed} evals passed, expected at least {PASSING}"
