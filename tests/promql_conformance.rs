@@ -1,6 +1,7 @@
 //! Runs Prometheus' PromQL conformance scripts (`promql/promqltest/testdata/*.test`, copied to
 //! `../shared/conformance/promql`) against strata's evaluator, with the settings of
-//! Prometheus' test engine (5m lookback, 10,000 samples per query, 1m subquery step).
+//! Prometheus' test engine (5m lookback, 10,000 samples per query, 1m subquery step, delayed
+//! name removal).
 //!
 //! It prints `passed/total` per file and overall and one line per failing eval, and asserts
 //! that at least [`PASSING`] evals pass (a ratchet to raise as the evaluator improves).
@@ -42,6 +43,7 @@ fn options() -> EngineOptions {
         max_samples: 10_000,
         subquery_step_ms: 60_000,
         deadline: Some(Instant::now() + Duration::from_secs(100)),
+        delayed_name_removal: true,
     }
 }
 

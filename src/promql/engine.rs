@@ -12,8 +12,10 @@
 //! - the query stops with [`QueryError::Timeout`] once the deadline passes and with
 //!   [`QueryError::TooManySamples`] once it would hold more than `max_samples` samples;
 //! - no input makes it panic;
-//! - `__name__` is dropped at the end of the evaluation ("delayed name removal"), as
-//!   Prometheus' test engine is configured;
+//! - functions and operators that change what a value means drop `__name__` from their
+//!   results at once, as Prometheus does by default, or only at the end of the evaluation
+//!   with [`EngineOptions::delayed_name_removal`] (Prometheus' feature flag
+//!   `promql-delayed-name-removal`, on in its test engine);
 //! - annotations (warnings and infos) carry Prometheus' texts and the `(line:col)` of the node
 //!   they concern; they are deduplicated.
 
@@ -60,6 +62,9 @@ pub struct EngineOptions {
     pub subquery_step_ms: i64,
     /// When the query has to give up.
     pub deadline: Option<Instant>,
+    /// Drop `__name__` at the end of the evaluation rather than where a function or operator
+    /// changes the value's meaning, so that `label_replace` and friends still see it.
+    pub delayed_name_removal: bool,
 }
 
 impl Default for EngineOptions {
@@ -69,6 +74,7 @@ impl Default for EngineOptions {
             max_samples: 50_000_000,
             subquery_step_ms: 60_000,
             deadline: None,
+            delayed_name_removal: false,
         }
     }
 }

@@ -51,6 +51,8 @@ pub(crate) struct Evaluator<'a> {
     pub dctx: DurationContext,
     /// The selectors read with histogram statistics decoding ([`super::stats`]).
     stats_selectors: HashSet<PosRange>,
+    /// [`EngineOptions::delayed_name_removal`].
+    delayed_name_removal: bool,
 }
 
 impl<'a> Evaluator<'a> {
@@ -86,6 +88,7 @@ impl<'a> Evaluator<'a> {
                 range_ms: end.saturating_sub(start),
             },
             stats_selectors: HashSet::new(),
+            delayed_name_removal: opts.delayed_name_removal,
         }
     }
 
@@ -177,7 +180,7 @@ impl<'a> Evaluator<'a> {
         if self.end < self.start {
             return Ok(Value::Matrix(Vec::new()));
         }
-        match expr {
+        let value = match expr {
             Expr::Aggregate(a) => self.eval_aggregate(a),
             Expr::Binary(b) => self.eval_binary(b),
             Expr::Call(c) => self.eval_call(c),
@@ -188,6 +191,14 @@ impl<'a> Evaluator<'a> {
             Expr::Subquery(s) => self.eval_subquery_result(s).map(Value::Matrix),
             Expr::Unary(u) => self.eval_unary(u),
             Expr::VectorSelector(v) => self.eval_vector_selector(v).map(Value::Matrix),
+        }?;
+        // Without delayed name removal, a node's result loses the names it marked at once, so
+        // that its parent never sees them (and equal label sets collide here, as in Prometheus).
+        match value {
+            Value::Matrix(mat) if !self.delayed_name_removal && mat.iter().any(|s| s.drop_name) => {
+                cleanup_names(mat).map(Value::Matrix)
+            }
+            other => Ok(other),
         }
     }
 
