@@ -259,6 +259,7 @@ async fn prometheus_remote_writes_to_strata_and_both_answer_alike() {
         "histogram_quantile(0.9, sum by (le) (rate(strata_http_request_duration_seconds_bucket[5s])))",
         "count_over_time(scrape_duration_seconds[1m])",
         "label_replace(up, \"port\", \"$1\", \"instance\", \".*:(.*)\")",
+        "holt_winters(scrape_duration_seconds[8s], 0.5, 0.5)",
     ];
     for query in instant {
         let path = format!("/api/v1/query?query={}&time={at}", encode(query));

@@ -75,6 +75,9 @@ pub static FUNCTIONS: &[Function] = &[
     f("histogram_stddev", &[V], 0, V, false),
     f("histogram_stdvar", &[V], 0, V, false),
     f("histogram_sum", &[V], 0, V, false),
+    // Prometheus 2's name of double_exponential_smoothing, kept for the dashboards and rules
+    // written for it (Prometheus 3 knows only the new name, behind its experimental flag).
+    f("holt_winters", &[M, S, S], 0, V, false),
     f("hour", &[V], 1, V, false),
     f("idelta", &[M], 0, V, false),
     f("increase", &[M], 0, V, false),
