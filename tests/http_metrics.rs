@@ -358,3 +358,38 @@ async fn remote_write_signed_as_prometheus_signs_is_accepted() {
     let answer = remote_write(&other, "/api/v1/write", "application/x-protobuf", body).await;
     assert_eq!(answer.status, 401, "{answer:?}");
 }
+
+#[tokio::test]
+async fn remote_write_takes_bodies_up_to_the_configured_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--set", "server.max_body_bytes=16777216"]);
+    let platform = Signed::new(&server, &root_user(dir.path(), "acme"));
+    // 400,000 samples whose values do not compress: a body of about 5 MiB, more than a web
+    // framework's usual default of 2 MiB, as a Prometheus with a large max_samples_per_send
+    // sends them.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let series: Vec<_> = (0..4)
+        .map(|s| {
+            let samples = (0..100_000)
+                .map(|i| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    (1_700_000_000_000 + i * 15_000, (state >> 11) as f64)
+                })
+                .collect();
+            (
+                labels(&[("__name__", "big"), ("shard", &s.to_string())]),
+                samples,
+            )
+        })
+        .collect();
+    let body = strata::remote_write::encode(&series);
+    assert!(body.len() > 4 << 20, "{}", body.len());
+    let answer = remote_write(&platform, "/api/v1/write", "application/x-protobuf", body).await;
+    assert_eq!(answer.status, 204, "{answer:?}");
+    assert_eq!(
+        sql(&platform, "SELECT COUNT(*) FROM prometheus").await,
+        [json!([400_000])]
+    );
+}

@@ -11,7 +11,7 @@
 use axum::{
     Extension, Json, Router,
     body::{Body, Bytes},
-    extract::{Request, State},
+    extract::{DefaultBodyLimit, Request, State},
     http::{HeaderName, HeaderValue, Method, Uri},
     middleware::{self, Next},
     response::{IntoResponse, Response},
@@ -169,6 +169,11 @@ pub fn routes(state: AppState) -> Router {
         )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        // `signed` reads the body within `server.max_body_bytes` (answering 413 in the
+        // platform's shape above it); the handlers' extractors take what it read.
+        .layer(DefaultBodyLimit::max(
+            state.engine.config().server.max_body_bytes,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), signed))
         .layer(middleware::map_response(elastic_product))
         .with_state(state)
