@@ -173,7 +173,9 @@ async fn run(args: &Args, scratch: &Path, values: &[Vec<f64>], steps: usize) {
     // Ingestion: remote write into strata, and into a fresh Prometheus (the baseline).
     let bodies = remote_write_bodies(values, steps);
     let samples = values.len() * steps;
-    let fresh = Prometheus::start(&scratch.join("prometheus-ingest"), 19_091, true);
+    let fresh_dir = scratch.join("prometheus-ingest");
+    let _ = std::fs::remove_dir_all(&fresh_dir);
+    let fresh = Prometheus::start(&fresh_dir, 19_091, true);
     let baseline = send_all(&fresh.base, &bodies, None).await;
     drop(fresh);
     let dir = scratch.join("strata");
