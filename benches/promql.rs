@@ -4,7 +4,7 @@
 //!
 //! The data: `http_requests_total` counters, `--series` of them (labels `job`, 10 values;
 //! `instance`, 100; `code`, the rest), one sample every 15 s for `--hours` hours from
-//! 2026-01-01T00:00:00Z, counting up by a seeded random 0 to 20 a sample with a rare reset.
+//! 2026-01-01T00:00:00Z, counting up by a seeded random 0 to 20 (fractions included) a sample, with a rare reset.
 //!
 //! - Prometheus (the `prometheus` and `promtool` of the machine; `apt-get install prometheus`)
 //!   gets the data as blocks, from an OpenMetrics file through
@@ -117,7 +117,9 @@ fn series_values(i: usize, steps: usize) -> Vec<f64> {
             if rng.random_ratio(1, 4000) {
                 value = 0.0;
             } else {
-                value += f64::from(rng.random_range(0..=20u32));
+                // Fractional steps, so that no two series tie in `topk`: Prometheus and
+                // strata may break a tie differently, and both would be right.
+                value += rng.random_range(0.0..20.0);
             }
             value
         })
