@@ -59,6 +59,10 @@ struct Args {
     /// A directory to work in (kept); a temporary one otherwise.
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// With a kept `--dir` whose strata already holds the data: only the queries (to measure
+    /// a change to the query path without ingesting again).
+    #[arg(long)]
+    queries_only: bool,
     /// Accepted for `cargo bench`.
     #[arg(long, hide = true)]
     bench: bool,
@@ -172,62 +176,14 @@ async fn run(args: &Args, scratch: &Path, values: &[Vec<f64>], steps: usize) {
     }
     let prometheus = Prometheus::start(&blocks, 19_090, false);
 
-    // Ingestion: remote write into strata, and into a fresh Prometheus (the baseline).
-    let bodies = remote_write_bodies(values, steps);
-    let samples = values.len() * steps;
-    let fresh_dir = scratch.join("prometheus-ingest");
-    let _ = std::fs::remove_dir_all(&fresh_dir);
-    let fresh = Prometheus::start(&fresh_dir, 19_091, true);
-    let baseline = send_all(&fresh.base, &bodies, None).await;
-    drop(fresh);
     let dir = scratch.join("strata");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let strata = Server::start(&dir, &[]);
-    let platform = Platform::of(&strata, &dir);
-    let took = send_all(
-        &strata.platform_url,
-        &bodies,
-        Some((&platform, &format!("/api/v1/write?index={DATASET}"))),
-    )
-    .await;
-    println!(
-        "\n| what | samples | seconds | samples/s | ratio to baseline |\n|---|---|---|---|---|"
-    );
-    let row = |what: &str, n: usize, took: Duration| {
-        let rate = n as f64 / took.as_secs_f64();
-        let base = samples as f64 / baseline.as_secs_f64();
-        println!(
-            "| {what} | {n} | {:.2} | {:.0} | {:.2} |",
-            took.as_secs_f64(),
-            rate,
-            rate / base
-        );
+    let (_strata, platform) = if args.queries_only {
+        let strata = Server::resume(&dir, String::new(), &[]);
+        let platform = Platform::load(&strata, &dir);
+        (strata, platform)
+    } else {
+        ingest(scratch, values, steps, &dir).await
     };
-    row(
-        "Prometheus remote-write receiver (baseline)",
-        samples,
-        baseline,
-    );
-    row("strata remote write, until acknowledged", samples, took);
-    let hour = (3600 / INTERVAL) as usize;
-    let text = text_bodies(values, hour.min(steps));
-    let started = Instant::now();
-    for body in &text {
-        platform
-            .send(
-                "POST",
-                "/text/metrics",
-                "text/plain",
-                body.clone().into_bytes(),
-            )
-            .await;
-    }
-    row(
-        "strata text format (first hour), until acknowledged",
-        values.len() * hour.min(steps),
-        started.elapsed(),
-    );
 
     // Queries, once the samples are in segments.
     tokio::time::sleep(Duration::from_secs(15)).await;
@@ -273,6 +229,74 @@ async fn run(args: &Args, scratch: &Path, values: &[Vec<f64>], steps: usize) {
             ms(p50) / ms(b50)
         );
     }
+}
+
+/// Writes the data into a fresh Prometheus (the baseline) and a fresh strata in `dir` by remote
+/// write, and the first hour into strata by the text format, printing the rates; the strata
+/// server and a client of it.
+async fn ingest(
+    scratch: &Path,
+    values: &[Vec<f64>],
+    steps: usize,
+    dir: &Path,
+) -> (Server, Platform) {
+    // Ingestion: remote write into strata, and into a fresh Prometheus (the baseline).
+    let bodies = remote_write_bodies(values, steps);
+    let samples = values.len() * steps;
+    let fresh_dir = scratch.join("prometheus-ingest");
+    let _ = std::fs::remove_dir_all(&fresh_dir);
+    let fresh = Prometheus::start(&fresh_dir, 19_091, true);
+    let baseline = send_all(&fresh.base, &bodies, None).await;
+    drop(fresh);
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).unwrap();
+    let strata = Server::start(dir, &[]);
+    let platform = Platform::of(&strata, dir);
+    let took = send_all(
+        &strata.platform_url,
+        &bodies,
+        Some((&platform, &format!("/api/v1/write?index={DATASET}"))),
+    )
+    .await;
+    println!(
+        "\n| what | samples | seconds | samples/s | ratio to baseline |\n|---|---|---|---|---|"
+    );
+    let row = |what: &str, n: usize, took: Duration| {
+        let rate = n as f64 / took.as_secs_f64();
+        let base = samples as f64 / baseline.as_secs_f64();
+        println!(
+            "| {what} | {n} | {:.2} | {:.0} | {:.2} |",
+            took.as_secs_f64(),
+            rate,
+            rate / base
+        );
+    };
+    row(
+        "Prometheus remote-write receiver (baseline)",
+        samples,
+        baseline,
+    );
+    row("strata remote write, until acknowledged", samples, took);
+    let hour = (3600 / INTERVAL) as usize;
+    let text = text_bodies(values, hour.min(steps));
+    let started = Instant::now();
+    for body in &text {
+        platform
+            .send(
+                "POST",
+                "/text/metrics",
+                "text/plain",
+                body.clone().into_bytes(),
+            )
+            .await;
+    }
+    row(
+        "strata text format (first hour), until acknowledged",
+        values.len() * hour.min(steps),
+        started.elapsed(),
+    );
+
+    (strata, platform)
 }
 
 fn ms(d: Duration) -> f64 {
@@ -505,12 +529,21 @@ struct Platform {
 }
 
 impl Platform {
+    /// Creates the root user of the account `bench`, keeping its keys in `dir` for
+    /// `--queries-only` runs.
     fn of(server: &Server, dir: &Path) -> Platform {
         let created = server::admin(
             dir,
             &["users", "create-root", "--account", "bench", "--json"],
         );
-        let user: Value = serde_json::from_str(&created).unwrap();
+        std::fs::write(dir.join("root-user.json"), &created).unwrap();
+        Platform::load(server, dir)
+    }
+
+    fn load(server: &Server, dir: &Path) -> Platform {
+        let kept = std::fs::read(dir.join("root-user.json"))
+            .expect("a --dir with strata's data (a run without --queries-only makes one)");
+        let user: Value = serde_json::from_slice(&kept).unwrap();
         Platform {
             http: reqwest::Client::new(),
             base: server.platform_url.clone(),
