@@ -39,22 +39,39 @@ const MAX_POINTS: i64 = 11_000;
 const MIN_TIME: i64 = i64::MIN / 2;
 const MAX_TIME: i64 = i64::MAX / 2;
 
+/// What a successful answer carries: a JSON value, or a query result already written as JSON
+/// text (see [`render`]).
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum Data {
+    Value(Value),
+    Written(Box<serde_json::value::RawValue>),
+}
+
+/// A successful answer's body.
+#[derive(serde::Serialize)]
+struct Success<'a> {
+    status: &'static str,
+    data: &'a Data,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    warnings: &'a [String],
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    infos: &'a [String],
+}
+
 /// An answer of the API: success with `data`, or an error.
-struct Answer(Result<(Value, Vec<String>, Vec<String>), PromqlError>);
+struct Answer(Result<(Data, Vec<String>, Vec<String>), PromqlError>);
 
 impl IntoResponse for Answer {
     fn into_response(self) -> Response {
         match self.0 {
-            Ok((data, warnings, infos)) => {
-                let mut body = json!({"status": "success", "data": data});
-                if !warnings.is_empty() {
-                    body["warnings"] = json!(warnings);
-                }
-                if !infos.is_empty() {
-                    body["infos"] = json!(infos);
-                }
-                Json(body).into_response()
-            }
+            Ok((data, warnings, infos)) => Json(Success {
+                status: "success",
+                data: &data,
+                warnings: &warnings,
+                infos: &infos,
+            })
+            .into_response(),
             Err(error) => {
                 let status = match error.kind {
                     PromqlErrorKind::BadData => StatusCode::BAD_REQUEST,
@@ -78,7 +95,17 @@ impl IntoResponse for Answer {
 }
 
 fn data(value: Value) -> Answer {
-    Answer(Ok((value, Vec::new(), Vec::new())))
+    Answer(Ok((Data::Value(value), Vec::new(), Vec::new())))
+}
+
+/// A query's result, written as JSON.
+fn written(value: &crate::promql::engine::QueryValue) -> Result<Data, PromqlError> {
+    render::result(value)
+        .map(Data::Written)
+        .map_err(|e| PromqlError {
+            kind: PromqlErrorKind::Internal,
+            message: format!("writing the result: {e}"),
+        })
 }
 
 /// GET|POST /promql/query and /api/v1/query: an instant query.
@@ -99,7 +126,7 @@ async fn instant(
     headers: &HeaderMap,
     uri: &Uri,
     body: &Bytes,
-) -> Result<(Value, Vec<String>, Vec<String>), PromqlError> {
+) -> Result<(Data, Vec<String>, Vec<String>), PromqlError> {
     let params = Params::read(headers, uri, body)?;
     let query = params.required("query")?;
     let time = params.time("time")?.unwrap_or_else(now);
@@ -115,7 +142,7 @@ async fn instant(
             timeout,
         )
         .await?;
-    Ok((render::result(&output.value), output.warnings, output.infos))
+    Ok((written(&output.value)?, output.warnings, output.infos))
 }
 
 /// GET|POST /promql/query_range and /api/v1/query_range: a range query.
@@ -136,7 +163,7 @@ async fn ranged(
     headers: &HeaderMap,
     uri: &Uri,
     body: &Bytes,
-) -> Result<(Value, Vec<String>, Vec<String>), PromqlError> {
+) -> Result<(Data, Vec<String>, Vec<String>), PromqlError> {
     let params = Params::read(headers, uri, body)?;
     let query = params.required("query")?;
     let start = params
@@ -175,7 +202,7 @@ async fn ranged(
             timeout,
         )
         .await?;
-    Ok((render::result(&output.value), output.warnings, output.infos))
+    Ok((written(&output.value)?, output.warnings, output.infos))
 }
 
 /// GET /{dataset}/promql: a query of one dataset's metrics; a range query when `start` and
@@ -252,7 +279,7 @@ pub async fn labels(
             .flat_map(|labels| labels.iter().map(|(name, _)| name.to_owned()))
             .collect();
         let (names, warnings) = limited(&params, names.into_iter().collect())?;
-        Ok((json!(names), warnings, Vec::new()))
+        Ok((Data::Value(json!(names)), warnings, Vec::new()))
     };
     Answer(answer.await).into_response()
 }
@@ -275,7 +302,7 @@ pub async fn label_values(
             .filter_map(|labels| labels.get(&name).map(str::to_owned))
             .collect();
         let (values, warnings) = limited(&params, values.into_iter().collect())?;
-        Ok((json!(values), warnings, Vec::new()))
+        Ok((Data::Value(json!(values)), warnings, Vec::new()))
     };
     Answer(answer.await).into_response()
 }
@@ -296,7 +323,7 @@ pub async fn series(
         let series = listed(&state, &principal, &params).await?;
         let (series, warnings) = limited(&params, series)?;
         let listed: Vec<Value> = series.iter().map(render::labels).collect();
-        Ok((Value::Array(listed), warnings, Vec::new()))
+        Ok((Data::Value(Value::Array(listed)), warnings, Vec::new()))
     };
     Answer(answer.await).into_response()
 }
