@@ -6,7 +6,7 @@
 //! (grouped on first use); a series' samples from every part merge by time, and of two samples
 //! at one time the one written last (the higher row id) is read. Deleted rows are never read.
 
-use std::{collections::BTreeMap, sync::Arc, time::Duration};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use roaring::RoaringTreemap;
 use strata_projections::table::{
@@ -191,26 +191,38 @@ impl Queryable for DatasetSeries {
         maxt: i64,
     ) -> Result<Vec<Series>, StorageError> {
         let equal = equalities(matchers);
-        let mut found: BTreeMap<Labels, Vec<Point>> = BTreeMap::new();
+        // Each series once, found by its id (label sets that share an id are told apart), its
+        // points from every part in the order the parts were written.
+        let mut index: HashMap<u64, Vec<usize>> = HashMap::new();
+        let mut found: Vec<(Labels, Vec<Point>)> = Vec::new();
         self.each_set(mint, maxt, &mut |set, deleted| {
             for slot in set.select(&equal, |meta| satisfies(meta, matchers)) {
                 let meta = &set.series()[slot];
                 if meta.max_t < mint || meta.min_t > maxt {
                     continue;
                 }
-                let points = found
-                    .entry(Labels::from_pairs(meta.labels.iter().cloned()))
-                    .or_default();
-                set.read(slot, mint, maxt, deleted, points)
+                let same = index.entry(meta.id).or_default();
+                let at = match same.iter().find(|&&i| found[i].0.same_pairs(&meta.labels)) {
+                    Some(&i) => i,
+                    None => {
+                        found.push((Labels::from_pairs(meta.labels.iter().cloned()), Vec::new()));
+                        same.push(found.len() - 1);
+                        found.len() - 1
+                    }
+                };
+                set.read(slot, mint, maxt, deleted, &mut found[at].1)
                     .map_err(|e| StorageError(e.to_string()))?;
             }
             Ok(())
         })?;
+        found.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(found
             .into_iter()
             .filter_map(|(labels, mut points)| {
                 // Parts were read one after another: order by time, the last write winning.
-                points.sort_by_key(|p| (p.t, p.row));
+                if !points.windows(2).all(|w| w[0].t < w[1].t) {
+                    points.sort_by_key(|p| (p.t, p.row));
+                }
                 let mut floats: Vec<FPoint> = Vec::with_capacity(points.len());
                 for point in points {
                     match floats.last_mut() {

@@ -44,6 +44,19 @@ impl Labels {
         labels
     }
 
+    /// Whether this is the set of `pairs`, which are sorted by name with each name once (as a
+    /// series index keeps them); a pair with an empty value is absent.
+    pub fn same_pairs(&self, pairs: &[(String, String)]) -> bool {
+        let mut mine = self.0.iter();
+        for (name, value) in pairs.iter().filter(|(_, v)| !v.is_empty()) {
+            match mine.next() {
+                Some((n, v)) if n == name && v == value => {}
+                _ => return false,
+            }
+        }
+        mine.next().is_none()
+    }
+
     pub fn get(&self, name: &str) -> Option<&str> {
         self.0
             .binary_search_by(|(n, _)| n.as_str().cmp(name))

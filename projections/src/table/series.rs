@@ -326,31 +326,40 @@ impl SeriesSet {
         if meta.max_t < mint || meta.min_t > maxt {
             return Ok(());
         }
-        let decoded;
-        let points: &[Point] = match &self.samples {
-            Samples::Memory(points) => &points[slot],
+        // The series' points are appended to `out`, then those outside the range, deleted, or
+        // overwritten at the same time are compacted away in place.
+        let base = out.len();
+        match &self.samples {
+            Samples::Memory(all) => {
+                let points = &all[slot];
+                let from = points.partition_point(|p| p.t < mint);
+                let to = points.partition_point(|p| p.t <= maxt);
+                out.extend_from_slice(&points[from..to.max(from)]);
+            }
             Samples::File { file, blocks } => {
                 let (offset, len) = blocks[slot];
                 let mut block = vec![0; len as usize];
                 file.read_exact_at(&mut block, offset)
                     .map_err(|e| Error::Index(format!("reading a series index: {e}")))?;
-                decoded = codec::decode_block(&block, meta.samples as usize)?;
-                &decoded
-            }
-        };
-        let start = points.partition_point(|p| p.t < mint);
-        for point in &points[start..] {
-            if point.t > maxt {
-                break;
-            }
-            if deleted.contains(point.row) {
-                continue;
-            }
-            match out.last_mut() {
-                Some(last) if last.t == point.t => *last = *point,
-                _ => out.push(*point),
+                codec::decode_block_into(&block, meta.samples as usize, out)?;
             }
         }
+        let check_deleted = !deleted.is_empty();
+        let mut kept = base;
+        for i in base..out.len() {
+            let point = out[i];
+            if point.t < mint || point.t > maxt || (check_deleted && deleted.contains(point.row)) {
+                continue;
+            }
+            match kept.checked_sub(1).map(|last| out[last].t) {
+                Some(t) if t == point.t => out[kept - 1] = point,
+                _ => {
+                    out[kept] = point;
+                    kept += 1;
+                }
+            }
+        }
+        out.truncate(kept);
         Ok(())
     }
 

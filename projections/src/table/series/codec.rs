@@ -157,8 +157,8 @@ fn encode_block(points: &[Point]) -> Vec<u8> {
     out
 }
 
-/// The `n` points of a block [`encode_block`] wrote.
-pub(super) fn decode_block(block: &[u8], n: usize) -> Result<Vec<Point>> {
+/// Appends the `n` points of a block [`encode_block`] wrote to `points`.
+pub(super) fn decode_block_into(block: &[u8], n: usize, points: &mut Vec<Point>) -> Result<()> {
     let corrupt = |reason: &str| Error::Corrupt {
         key: "series index block".to_owned(),
         reason: reason.to_owned(),
@@ -171,7 +171,8 @@ pub(super) fn decode_block(block: &[u8], n: usize) -> Result<Vec<Point>> {
         return Err(corrupt("block checksum mismatch"));
     }
     let mut reader = Reader::new(body);
-    let mut points = Vec::with_capacity(n);
+    let base = points.len();
+    points.reserve(n);
     let (mut t, mut delta) = (0i64, 0i64);
     for i in 0..n {
         let read = reader.signed()?;
@@ -189,7 +190,7 @@ pub(super) fn decode_block(block: &[u8], n: usize) -> Result<Vec<Point>> {
         points.push(Point { t, v: 0.0, row: 0 });
     }
     let mut bits = 0u64;
-    for (i, point) in points.iter_mut().enumerate() {
+    for (i, point) in points[base..].iter_mut().enumerate() {
         if i == 0 {
             bits = reader.u64_le()?;
         } else {
@@ -206,11 +207,11 @@ pub(super) fn decode_block(block: &[u8], n: usize) -> Result<Vec<Point>> {
         point.v = f64::from_bits(bits);
     }
     let mut row = 0u64;
-    for point in &mut points {
+    for point in &mut points[base..] {
         row = row.wrapping_add(reader.signed()? as u64);
         point.row = row;
     }
-    Ok(points)
+    Ok(())
 }
 
 fn put_varint(out: &mut Vec<u8>, mut value: u64) {

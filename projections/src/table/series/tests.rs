@@ -119,6 +119,33 @@ fn reads_a_time_range_and_selects_through_postings() {
 }
 
 #[test]
+fn a_range_read_appends_to_what_is_read_already() {
+    let dir = tempfile::tempdir().unwrap();
+    let built = SeriesSet::build(&example()).unwrap();
+    let opened = built.write(&dir.path().join("series")).unwrap();
+    for set in [&built, &opened] {
+        let before = Point {
+            t: 500,
+            v: 9.0,
+            row: 99,
+        };
+        let mut out = vec![before];
+        set.read(1, 1000, 2500, &RoaringTreemap::new(), &mut out)
+            .unwrap();
+        let read: Vec<(i64, f64)> = out.iter().map(|p| (p.t, p.v)).collect();
+        assert_eq!(read[0], (500, 9.0));
+        assert!(
+            read[1..].iter().all(|(t, _)| (1000..=2500).contains(t)),
+            "{read:?}"
+        );
+        assert_eq!(
+            read[1..],
+            read_all(&built, 1, &RoaringTreemap::new())[..read.len() - 1]
+        );
+    }
+}
+
+#[test]
 fn a_written_set_reads_back_the_same() {
     let dir = tempfile::tempdir().unwrap();
     let built = SeriesSet::build(&example()).unwrap();
@@ -226,7 +253,10 @@ proptest! {
         prop_assert_eq!(&read, &series);
         let (offset, len) = blocks[0];
         let block = &file[offset as usize..(offset + u64::from(len)) as usize];
-        let decoded = codec::decode_block(block, points.len()).unwrap();
+        // Appended after what the vector holds already.
+        let mut decoded = vec![Point { t: -1, v: 0.5, row: 7 }];
+        codec::decode_block_into(block, points.len(), &mut decoded).unwrap();
+        let decoded = &decoded[1..];
         prop_assert_eq!(decoded.len(), points.len());
         for (a, b) in decoded.iter().zip(&points) {
             prop_assert_eq!((a.t, a.v.to_bits(), a.row), (b.t, b.v.to_bits(), b.row));
