@@ -194,6 +194,31 @@ async fn samples_in_segments_and_the_memtable_read_as_one_series() {
         answer.body["data"]["result"][0]["value"][1], "600",
         "{answer:?}"
     );
+    // Written again, and out of order, in a later request: the sample at T0 + 60 is replaced,
+    // the one at T0 + 30 falls between the others.
+    let again = (
+        labels(&[("__name__", "temperature"), ("room", "lab")]),
+        vec![((T0 + 60) * 1000, 25.0), ((T0 + 30) * 1000, 30.0)],
+    );
+    remote_write(&platform, "/api/v1/write?index=node", &[again]).await;
+    let range = format!(
+        "/node/promql?query={}&start={}&end={}&step=30",
+        url_encode("temperature"),
+        T0,
+        T0 + 120
+    );
+    let answer = get(&platform, &range).await;
+    assert_eq!(
+        answer.body["data"]["result"][0]["values"],
+        json!([
+            [T0, "20.5"],
+            [T0 + 30, "30"],
+            [T0 + 60, "25"],
+            [T0 + 90, "25"],
+            [T0 + 120, "22"]
+        ]),
+        "{answer:?}"
+    );
 }
 
 #[tokio::test]

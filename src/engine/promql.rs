@@ -183,6 +183,83 @@ fn satisfies(meta: &SeriesMeta, matchers: &[Matcher]) -> bool {
         .all(|m| m.matches(meta.label(&m.name).unwrap_or("")))
 }
 
+/// A series being read: its labels, its points so far, and whether its parts overlap in time.
+struct Found {
+    labels: Labels,
+    floats: Vec<FPoint>,
+    overlapped: bool,
+}
+
+/// The place in `found` of the series `meta` describes, added when new.
+fn entry(index: &mut HashMap<u64, Vec<usize>>, found: &mut Vec<Found>, meta: &SeriesMeta) -> usize {
+    let same = index.entry(meta.id).or_default();
+    if let Some(&at) = same
+        .iter()
+        .find(|&&i| found[i].labels.same_pairs(&meta.labels))
+    {
+        return at;
+    }
+    found.push(Found {
+        labels: Labels::from_pairs(meta.labels.iter().cloned()),
+        floats: Vec::new(),
+        overlapped: false,
+    });
+    same.push(found.len() - 1);
+    found.len() - 1
+}
+
+/// About how many of a part's samples of a series fall between `mint` and `maxt`, taking them
+/// as spread evenly over the part's time span.
+fn expected_points(meta: &SeriesMeta, mint: i64, maxt: i64) -> usize {
+    let span = (meta.max_t - meta.min_t).max(0) as f64 + 1.0;
+    let covered = (maxt.min(meta.max_t) - mint.max(meta.min_t)).max(0) as f64 + 1.0;
+    (f64::from(meta.samples) * (covered / span).min(1.0)) as usize
+}
+
+impl DatasetSeries {
+    /// Reads the series whose parts overlap in time again, every part's points with their rows,
+    /// and merges them by time, the last written winning.
+    fn merge_overlapped(
+        &self,
+        matchers: &[Matcher],
+        equal: &[(&str, &str)],
+        mint: i64,
+        maxt: i64,
+        index: &HashMap<u64, Vec<usize>>,
+        found: &mut [Found],
+    ) -> Result<(), StorageError> {
+        let mut points: HashMap<usize, Vec<Point>> = HashMap::new();
+        self.each_set(mint, maxt, &mut |set, deleted| {
+            for slot in set.select(equal, |meta| satisfies(meta, matchers)) {
+                let meta = &set.series()[slot];
+                let Some(&at) = index.get(&meta.id).and_then(|same| {
+                    same.iter()
+                        .find(|&&i| found[i].overlapped && found[i].labels.same_pairs(&meta.labels))
+                }) else {
+                    continue;
+                };
+                set.read(slot, mint, maxt, deleted, points.entry(at).or_default())
+                    .map_err(|e| StorageError(e.to_string()))?;
+            }
+            Ok(())
+        })?;
+        for (at, mut points) in points {
+            points.sort_by_key(|p| (p.t, p.row));
+            let floats = &mut found[at].floats;
+            for point in points {
+                match floats.last_mut() {
+                    Some(last) if last.t == point.t => last.f = point.v,
+                    _ => floats.push(FPoint {
+                        t: point.t,
+                        f: point.v,
+                    }),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Queryable for DatasetSeries {
     fn select(
         &self,
@@ -192,52 +269,52 @@ impl Queryable for DatasetSeries {
     ) -> Result<Vec<Series>, StorageError> {
         let equal = equalities(matchers);
         // Each series once, found by its id (label sets that share an id are told apart), its
-        // points from every part in the order the parts were written.
+        // points from every part in the order the parts were written. A part whose points do
+        // not all come after the ones read before (a series written out of order, or a sample
+        // written again) sets its series aside, to be read again and merged by row below.
         let mut index: HashMap<u64, Vec<usize>> = HashMap::new();
-        let mut found: Vec<(Labels, Vec<Point>)> = Vec::new();
+        let mut found: Vec<Found> = Vec::new();
+        let mut scratch: Vec<Point> = Vec::new();
         self.each_set(mint, maxt, &mut |set, deleted| {
             for slot in set.select(&equal, |meta| satisfies(meta, matchers)) {
                 let meta = &set.series()[slot];
                 if meta.max_t < mint || meta.min_t > maxt {
                     continue;
                 }
-                let same = index.entry(meta.id).or_default();
-                let at = match same.iter().find(|&&i| found[i].0.same_pairs(&meta.labels)) {
-                    Some(&i) => i,
-                    None => {
-                        found.push((Labels::from_pairs(meta.labels.iter().cloned()), Vec::new()));
-                        same.push(found.len() - 1);
-                        found.len() - 1
-                    }
-                };
-                set.read(slot, mint, maxt, deleted, &mut found[at].1)
+                let at = entry(&mut index, &mut found, meta);
+                let series = &mut found[at];
+                if series.overlapped {
+                    continue;
+                }
+                scratch.clear();
+                set.read(slot, mint, maxt, deleted, &mut scratch)
                     .map_err(|e| StorageError(e.to_string()))?;
+                match (series.floats.last(), scratch.first()) {
+                    (Some(last), Some(first)) if first.t <= last.t => {
+                        series.overlapped = true;
+                        series.floats = Vec::new();
+                    }
+                    _ => {
+                        series.floats.reserve(expected_points(meta, mint, maxt));
+                        series
+                            .floats
+                            .extend(scratch.iter().map(|p| FPoint { t: p.t, f: p.v }));
+                    }
+                }
             }
             Ok(())
         })?;
-        found.sort_by(|a, b| a.0.cmp(&b.0));
+        if found.iter().any(|s| s.overlapped) {
+            self.merge_overlapped(matchers, &equal, mint, maxt, &index, &mut found)?;
+        }
+        found.sort_by(|a, b| a.labels.cmp(&b.labels));
         Ok(found
             .into_iter()
-            .filter_map(|(labels, mut points)| {
-                // Parts were read one after another: order by time, the last write winning.
-                if !points.windows(2).all(|w| w[0].t < w[1].t) {
-                    points.sort_by_key(|p| (p.t, p.row));
-                }
-                let mut floats: Vec<FPoint> = Vec::with_capacity(points.len());
-                for point in points {
-                    match floats.last_mut() {
-                        Some(last) if last.t == point.t => last.f = point.v,
-                        _ => floats.push(FPoint {
-                            t: point.t,
-                            f: point.v,
-                        }),
-                    }
-                }
-                (!floats.is_empty()).then(|| Series {
-                    labels,
-                    floats,
-                    histograms: Vec::new(),
-                })
+            .filter(|s| !s.floats.is_empty())
+            .map(|s| Series {
+                labels: s.labels,
+                floats: s.floats,
+                histograms: Vec::new(),
             })
             .collect())
     }
