@@ -41,22 +41,9 @@ const MAX_TIME: i64 = i64::MAX / 2;
 
 /// What a successful answer carries: a JSON value, or a query result already written as JSON
 /// text (see [`render`]).
-#[derive(serde::Serialize)]
-#[serde(untagged)]
 enum Data {
     Value(Value),
-    Written(Box<serde_json::value::RawValue>),
-}
-
-/// A successful answer's body.
-#[derive(serde::Serialize)]
-struct Success<'a> {
-    status: &'static str,
-    data: &'a Data,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    warnings: &'a [String],
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    infos: &'a [String],
+    Written(Vec<u8>),
 }
 
 /// An answer of the API: success with `data`, or an error.
@@ -65,13 +52,29 @@ struct Answer(Result<(Data, Vec<String>, Vec<String>), PromqlError>);
 impl IntoResponse for Answer {
     fn into_response(self) -> Response {
         match self.0 {
-            Ok((data, warnings, infos)) => Json(Success {
-                status: "success",
-                data: &data,
-                warnings: &warnings,
-                infos: &infos,
-            })
-            .into_response(),
+            Ok((data, warnings, infos)) => {
+                // Writing to a Vec cannot fail.
+                let mut body = Vec::new();
+                body.extend_from_slice(br#"{"status":"success","data":"#);
+                match data {
+                    Data::Value(value) => {
+                        let _ = serde_json::to_writer(&mut body, &value);
+                    }
+                    Data::Written(written) => body.extend_from_slice(&written),
+                }
+                for (name, notes) in [("warnings", &warnings), ("infos", &infos)] {
+                    if !notes.is_empty() {
+                        body.extend_from_slice(format!(",\"{name}\":").as_bytes());
+                        let _ = serde_json::to_writer(&mut body, notes);
+                    }
+                }
+                body.push(b'}');
+                (
+                    [(axum::http::header::CONTENT_TYPE, "application/json")],
+                    body,
+                )
+                    .into_response()
+            }
             Err(error) => {
                 let status = match error.kind {
                     PromqlErrorKind::BadData => StatusCode::BAD_REQUEST,
@@ -99,13 +102,8 @@ fn data(value: Value) -> Answer {
 }
 
 /// A query's result, written as JSON.
-fn written(value: &crate::promql::engine::QueryValue) -> Result<Data, PromqlError> {
-    render::result(value)
-        .map(Data::Written)
-        .map_err(|e| PromqlError {
-            kind: PromqlErrorKind::Internal,
-            message: format!("writing the result: {e}"),
-        })
+fn written(value: &crate::promql::engine::QueryValue) -> Data {
+    Data::Written(render::result(value))
 }
 
 /// GET|POST /promql/query and /api/v1/query: an instant query.
@@ -142,7 +140,7 @@ async fn instant(
             timeout,
         )
         .await?;
-    Ok((written(&output.value)?, output.warnings, output.infos))
+    Ok((written(&output.value), output.warnings, output.infos))
 }
 
 /// GET|POST /promql/query_range and /api/v1/query_range: a range query.
@@ -202,7 +200,7 @@ async fn ranged(
             timeout,
         )
         .await?;
-    Ok((written(&output.value)?, output.warnings, output.infos))
+    Ok((written(&output.value), output.warnings, output.infos))
 }
 
 /// GET /{dataset}/promql: a query of one dataset's metrics; a range query when `start` and

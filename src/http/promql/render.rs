@@ -7,7 +7,7 @@
 
 use std::io::Write;
 
-use serde_json::{Map, Value, json, value::RawValue};
+use serde_json::{Map, Value, json};
 
 use crate::promql::{
     engine::{QueryValue, VectorSample},
@@ -15,8 +15,9 @@ use crate::promql::{
     value::{Labels, SampleValue, Series},
 };
 
-/// `{"resultType": ..., "result": ...}` as JSON text.
-pub(super) fn result(value: &QueryValue) -> Result<Box<RawValue>, serde_json::Error> {
+/// `{"resultType": ..., "result": ...}` as JSON text (UTF-8: strings are written by
+/// serde_json, everything else is ASCII).
+pub(super) fn result(value: &QueryValue) -> Vec<u8> {
     let mut out = Vec::with_capacity(estimate(value));
     match value {
         QueryValue::Scalar { t, v } => {
@@ -54,8 +55,7 @@ pub(super) fn result(value: &QueryValue) -> Result<Box<RawValue>, serde_json::Er
             out.extend_from_slice(b"]}");
         }
     }
-    // Only UTF-8 was written: strings through serde_json, the rest ASCII.
-    RawValue::from_string(String::from_utf8_lossy(&out).into_owned())
+    out
 }
 
 /// About how many bytes the result takes, to allocate once.
@@ -169,7 +169,11 @@ fn time(out: &mut Vec<u8>, ms: i64) {
 /// with Prometheus' names for the special values.
 fn float(out: &mut Vec<u8>, v: f64) {
     out.push(b'"');
-    out.extend_from_slice(float_text(v).as_bytes());
+    if v.is_finite() {
+        let _ = write!(out, "{v}");
+    } else {
+        out.extend_from_slice(float_text(v).as_bytes());
+    }
     out.push(b'"');
 }
 
@@ -257,7 +261,7 @@ mod tests {
             ],
             histograms: Vec::new(),
         }]);
-        let written: Value = serde_json::from_str(result(&matrix).unwrap().get()).unwrap();
+        let written: Value = serde_json::from_slice(&result(&matrix)).unwrap();
         assert_eq!(
             written,
             json!({"resultType": "matrix", "result": [{
@@ -277,7 +281,7 @@ mod tests {
                 value: SampleValue::Histogram(Arc::new(FloatHistogram::default())),
             },
         ]);
-        let written: Value = serde_json::from_str(result(&vector).unwrap().get()).unwrap();
+        let written: Value = serde_json::from_slice(&result(&vector)).unwrap();
         assert_eq!(written["resultType"], "vector");
         assert_eq!(written["result"][0]["value"], json!([3, "+Inf"]));
         assert_eq!(
@@ -286,7 +290,7 @@ mod tests {
         );
         let scalar = QueryValue::Scalar { t: 1_500, v: 2.0 };
         assert_eq!(
-            result(&scalar).unwrap().get(),
+            String::from_utf8(result(&scalar)).unwrap(),
             r#"{"resultType":"scalar","result":[1.5,"2"]}"#
         );
         let string = QueryValue::String {
@@ -294,7 +298,7 @@ mod tests {
             s: "a\"b".to_owned(),
         };
         assert_eq!(
-            result(&string).unwrap().get(),
+            String::from_utf8(result(&string)).unwrap(),
             r#"{"resultType":"string","result":[0,"a\"b"]}"#
         );
     }
