@@ -139,6 +139,49 @@ async fn names_follow_the_platform_rules() {
     ] {
         refused(&client.send("PUT", path, None).await, 400, reason);
     }
+    // Every word the platform uses as a first path segment, including those it serves
+    // itself (`PUT /sql` must not reach another handler, or answer 405).
+    for name in [
+        "metadata",
+        "sql",
+        "_sql",
+        "promql",
+        "assistant",
+        "user",
+        "users",
+        "role",
+        "roles",
+        "alert",
+        "alerts",
+        "monitor",
+        "monitors",
+        "source",
+        "sources",
+        "import",
+        "_msearch",
+        "_connector",
+        "_search",
+        "_cat",
+        "_mapping",
+        "api",
+        "metrics",
+        "health",
+    ] {
+        refused(
+            &client.send("PUT", &format!("/{name}"), None).await,
+            400,
+            "invalid dataset name",
+        );
+    }
+    assert!(
+        client
+            .send("GET", "/metadata", None)
+            .await
+            .body
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(
         client
             .send("PUT", &format!("/{}", &long[1..]), None)

@@ -65,7 +65,7 @@ fn promql_routes(prefix: &str) -> Router<AppState> {
 
 pub fn routes(state: AppState) -> Router {
     Router::new()
-        .route("/health", get(health))
+        .route("/health", get(health).put(create_reserved))
         .route("/", get(cluster_info))
         .route(
             "/{name}",
@@ -83,14 +83,18 @@ pub fn routes(state: AppState) -> Router {
             post(documents::dataset_bulk).put(documents::dataset_bulk),
         )
         .route("/_bulk", post(documents::bulk).put(documents::bulk))
-        .route("/_mapping", get(mappings))
+        .route("/_mapping", get(mappings).put(create_reserved))
         .route(
             "/_search",
-            get(documents::search_all).post(documents::search_all),
+            get(documents::search_all)
+                .post(documents::search_all)
+                .put(create_reserved),
         )
         .route(
             "/_msearch",
-            get(documents::msearch).post(documents::msearch),
+            get(documents::msearch)
+                .post(documents::msearch)
+                .put(create_reserved),
         )
         .route(
             "/{name}/_msearch",
@@ -132,9 +136,9 @@ pub fn routes(state: AppState) -> Router {
         .route("/_cluster/health/{pattern}", get(cluster_health))
         .route("/_cat/indices", get(cat_indices))
         .route("/_cat/indices/{pattern}", get(cat_indices))
-        .route("/sql", get(sql::sql).post(sql::sql))
-        .route("/_sql", post(sql::sql))
-        .route("/{name}/sql", post(sql::sql))
+        .route("/sql", get(sql::sql).post(sql::sql).put(create_reserved))
+        .route("/_sql", post(sql::sql).put(create_reserved))
+        .route("/{name}/sql", post(sql::dataset_sql))
         .merge(promql_routes("/promql"))
         .merge(promql_routes("/api/v1"))
         .route("/{name}/promql", get(promql::dataset_query))
@@ -371,6 +375,23 @@ async fn method_not_allowed(method: Method, uri: Uri) -> Response {
 /// The error of `operation`, in the platform's shape.
 fn failed(operation: &'static str) -> impl FnOnce(Error) -> PlatformError {
     move |error| PlatformError { operation, error }
+}
+
+/// PUT on a path the platform serves itself (`/sql`, `/_search`, `/health`, ...): a dataset of
+/// that name could never be reached, so creating it is refused as any reserved name is (400).
+/// `PUT /_bulk` stays Elasticsearch's bulk API.
+async fn create_reserved(uri: Uri) -> PlatformError {
+    let name = uri.path().trim_start_matches('/');
+    let error = match crate::engine::check_name(name) {
+        Err(error) => error,
+        Ok(()) => Error::InvalidName(format!(
+            "invalid dataset name {name:?}: it is reserved by the platform"
+        )),
+    };
+    PlatformError {
+        operation: "create dataset",
+        error,
+    }
 }
 
 /// GET /metadata: every dataset's info record. GET (and HEAD) /{index}, as Elasticsearch's
