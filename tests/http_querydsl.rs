@@ -195,6 +195,14 @@ async fn the_query_dsl_finds_records_in_segments_and_the_memtable() {
             vec![9, 10, 11],
         ),
         (
+            json!({"range": {"@timestamp": {"gt": "now-1h-5m", "lt": "now-1h+5m"}}}),
+            vec![10],
+        ),
+        (
+            json!({"range": {"@timestamp": {"gte": "now-1h/h", "lte": "now"}}}),
+            vec![10, 11],
+        ),
+        (
             json!({"exists": {"field": "user.name"}}),
             vec![0, 1, 2, 4, 6, 7, 9, 10, 11],
         ),
@@ -386,6 +394,32 @@ async fn paging_scores_source_filtering_and_totals() {
         Some(json!({"value": 12, "relation": "eq"}))
     );
     assert_eq!(totals(json!(false)).await, None);
+
+    // timeout: within it a search is whole; past it, no further index is searched and the
+    // answer says so, with what was found before (here nothing: 1ns has passed at once).
+    let body = json!({"timeout": "1m", "query": {"match_all": {}}});
+    let answer = client.send("POST", "/logs/_search", Some(&body)).await;
+    assert_eq!(answer.body["timed_out"], false, "{answer:?}");
+    assert_eq!(answer.body["hits"]["total"]["value"], 12);
+    for (path, body) in [
+        ("/logs/_search", Some(json!({"timeout": "1nanos"}))),
+        ("/logs/_search?timeout=1nanos", None),
+    ] {
+        let answer = client.send("POST", path, body.as_ref()).await;
+        assert_eq!(answer.status, 200, "{answer:?}");
+        assert_eq!(answer.body["timed_out"], true, "{answer:?}");
+        assert_eq!(answer.body["hits"]["total"]["value"], 0, "{answer:?}");
+    }
+    for timeout in ["10 parsecs", "-5s", "soon"] {
+        let body = json!({"timeout": timeout});
+        let answer = client.send("POST", "/logs/_search", Some(&body)).await;
+        assert_eq!(answer.status, 400, "{timeout}: {answer:?}");
+        let message = answer.body["message"].as_str().unwrap();
+        assert!(
+            message.contains("failed to parse setting [timeout]"),
+            "{message}"
+        );
+    }
 
     // A deleted record is found no more.
     let deleted = client
@@ -794,6 +828,19 @@ async fn delete_by_query_in_its_forms() {
     // A Query DSL body.
     let body = json!({"query": {"term": {"method": "PUT"}}});
     assert_eq!(deleted("PATCH", "/logs".into(), Some(body)).await, 1);
+    // A record from tomorrow: a time window without end_time ends now, so it stays.
+    let future = chrono::Utc::now().timestamp_millis() + 86_400_000;
+    let written = client
+        .send_ndjson(
+            "POST",
+            "/logs/json",
+            &[
+                json!({"index": {"_id": "r99"}}),
+                json!({"@timestamp": future, "method": "GET", "status": 200, "bytes": 5000, "message": "scheduled"}),
+            ],
+        )
+        .await;
+    assert_eq!(written.body["errors"], false, "{written:?}");
     // A time window: from start_time to now.
     let path = format!("/logs?start_time={}", time(-150));
     assert_eq!(deleted("PATCH", path, None).await, 2);
@@ -814,7 +861,30 @@ async fn delete_by_query_in_its_forms() {
         (&json!(2), &json!(2), &json!([])),
         "{answer:?}"
     );
-    assert_eq!(ids(&client, json!({"size": 100})).await, set(&[1, 2, 4, 8]));
+    assert_eq!(
+        ids(&client, json!({"size": 100})).await,
+        set(&[1, 2, 4, 8, 99])
+    );
+    // Every form at once: q, a body query, and the window as body keys. r1 and r99 are both
+    // GET with at least 1000 bytes; only r1 (ten hours ago) is in the window.
+    let rfc3339 = |offset_minutes: i64| {
+        (chrono::Utc::now() + chrono::Duration::minutes(offset_minutes))
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    };
+    let body = json!({
+        "query": {"range": {"bytes": {"gte": 1000}}},
+        "start_time": rfc3339(-640),
+        "end_time": rfc3339(-560),
+    });
+    assert_eq!(
+        deleted("PATCH", "/logs?q=method%3AGET".into(), Some(body)).await,
+        1
+    );
+    // The body's window wins over the query parameters'.
+    let body = json!({"start_time": rfc3339(60), "end_time": rfc3339(2000)});
+    let path = format!("/logs?start_time={}&end_time={}", time(-2000), time(0));
+    assert_eq!(deleted("PATCH", path, Some(body)).await, 1);
+    assert_eq!(ids(&client, json!({"size": 100})).await, set(&[2, 4, 8]));
     // Nothing matched: nothing deleted.
     assert_eq!(
         deleted("PATCH", "/logs?q=status%3A999".into(), None).await,
@@ -850,7 +920,7 @@ async fn delete_by_query_in_its_forms() {
     }
     assert_eq!(
         client.send("GET", "/logs/_count", None).await.body["count"],
-        4
+        3
     );
 }
 

@@ -329,6 +329,7 @@ fn search_params(uri: &Uri, body: Value) -> Result<(Value, SearchFlags), Error> 
                 entry[key] = json!(value.split(',').collect::<Vec<_>>());
                 continue;
             }
+            "timeout" => json!(value),
             "docvalue_fields" | "stored_fields" => json!(value.split(',').collect::<Vec<_>>()),
             "sort" => json!(
                 value
@@ -345,7 +346,6 @@ fn search_params(uri: &Uri, body: Value) -> Result<(Value, SearchFlags), Error> 
             | "human"
             | "error_trace"
             | "filter_path"
-            | "timeout"
             | "preference"
             | "routing"
             | "request_cache"

@@ -393,19 +393,39 @@ pub struct DocsHits {
     /// Best first; equal scores in row-id order.
     pub hits: Vec<super::search::Hit>,
     pub total: u64,
+    /// The deadline passed before every index was searched: the hits and the total are of
+    /// those searched before it (Elasticsearch's partial results on a `timeout`).
+    pub timed_out: bool,
+}
+
+/// When a search stops taking up more document indexes: checked before each segment's index
+/// and each memtable batch's; one that is begun is searched to its end.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Deadline(pub Option<std::time::Instant>);
+
+impl Deadline {
+    pub fn passed(&self) -> bool {
+        self.0.is_some_and(|at| std::time::Instant::now() >= at)
+    }
 }
 
 impl super::TableSnapshot {
     /// Runs `query` over every segment's document index and every memtable batch's (built on
     /// first use), skipping deleted rows: the `top` best hits by score, and the count of all.
+    /// Past `deadline`, the indexes not yet searched are left out and `timed_out` is set.
     pub fn search_documents(
         &self,
         query: &dyn tantivy::query::Query,
         top: usize,
+        deadline: Deadline,
     ) -> Result<DocsHits> {
         use tantivy::collector::{Count, FilterCollector, TopDocs};
         let mut out = DocsHits::default();
         let mut run = |index: &DocsIndex, deleted: Arc<roaring::RoaringTreemap>| -> Result<()> {
+            if deadline.passed() {
+                out.timed_out = true;
+                return Ok(());
+            }
             let live = deleted.clone();
             let best = FilterCollector::new(
                 ROW_ID_FIELD.to_owned(),
@@ -669,7 +689,8 @@ impl super::TableSnapshot {
     /// Runs `query` and sorts every live match by `sort` (then by row id): the first `top`
     /// hits after `after` (the sort values of the last hit of the previous page), and the
     /// count of all matches. With `terminate_after` N, only the first N matches in write
-    /// order count (Elasticsearch stops collecting after N per shard).
+    /// order count (Elasticsearch stops collecting after N per shard). Past `deadline`, as
+    /// [`Self::search_documents`]: the last value is whether it passed.
     pub fn search_sorted(
         &self,
         query: &dyn tantivy::query::Query,
@@ -677,11 +698,17 @@ impl super::TableSnapshot {
         after: Option<&[Option<SortValue>]>,
         top: usize,
         terminate_after: Option<usize>,
-    ) -> Result<(Vec<SortedHit>, u64)> {
+        deadline: Deadline,
+    ) -> Result<(Vec<SortedHit>, u64, bool)> {
         use tantivy::collector::{Count, FilterCollector, TopDocs};
         let mut all: Vec<SortedHit> = Vec::new();
         let mut total = 0u64;
+        let mut timed_out = false;
         let mut run = |index: &DocsIndex, deleted: Arc<roaring::RoaringTreemap>| -> Result<()> {
+            if deadline.passed() {
+                timed_out = true;
+                return Ok(());
+            }
             let live = deleted.clone();
             let count = FilterCollector::new(
                 ROW_ID_FIELD.to_owned(),
@@ -754,7 +781,7 @@ impl super::TableSnapshot {
             compare_keys(sort, &a.keys, &b.keys).then_with(|| a.row_id.cmp(&b.row_id))
         });
         all.truncate(top);
-        Ok((all, total))
+        Ok((all, total, timed_out))
     }
 }
 

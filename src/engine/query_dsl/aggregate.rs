@@ -7,7 +7,7 @@ use std::{ops::Bound, sync::Arc};
 
 use serde_json::{Map, Value, json};
 use strata_projections::table::{
-    TableSnapshot, aggs,
+    TableSnapshot, aggs, docs,
     dsl::{self, DslQuery},
     ip,
 };
@@ -153,7 +153,7 @@ impl Buckets<'_> {
         let mut count = 0;
         for (snapshot, query) in &combined {
             count += snapshot
-                .search_documents(query.as_ref(), 0)
+                .search_documents(query.as_ref(), 0, docs::Deadline::default())
                 .map_err(index_error)?
                 .total;
         }

@@ -2,12 +2,15 @@
 //! counts (/{dataset}/_count): the query compiled once, run over every segment's document index
 //! and the memtable's, the best hits read back from the segment store by row id.
 
-use std::{sync::Arc, time::Instant};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use serde_json::{Map, Value, json};
 use strata_projections::table::{
     TableSnapshot,
-    docs::{DocsHits, SortBy, SortMode, SortSpec, SortValue, SortedHit},
+    docs::{Deadline, DocsHits, SortBy, SortMode, SortSpec, SortValue, SortedHit},
     dsl::{self, DslQuery},
 };
 
@@ -90,6 +93,9 @@ struct Search {
     /// `indices_boost`: a dataset's scores are multiplied by the boost of the first entry that
     /// names it (by its name, a pattern, or an alias).
     indices_boost: Vec<(String, f32)>,
+    /// `timeout`: past it, no further segment is searched, and the answer is `timed_out` with
+    /// the hits found so far.
+    timeout: Option<Duration>,
 }
 
 /// One dataset's part of a search.
@@ -103,6 +109,8 @@ struct Found {
     /// Best first, each keyed by the search's sort (by score when it has none).
     hits: Vec<SortedHit>,
     total: u64,
+    /// The search's deadline passed before every index of it was searched.
+    timed_out: bool,
 }
 
 impl Search {
@@ -376,6 +384,10 @@ impl Search {
                 source.none = true;
             }
         }
+        let timeout = match body.get("timeout") {
+            None | Some(Value::Null) => None,
+            Some(value) => parse_time_value("timeout", value)?,
+        };
         let indices_boost = parse_indices_boost(body.get("indices_boost"))?;
         let mut fields = FieldRequest::parse_list("docvalue_fields", body.get("docvalue_fields"))?;
         fields.extend(FieldRequest::parse_list("fields", body.get("fields"))?);
@@ -383,6 +395,7 @@ impl Search {
             field.check()?;
         }
         Ok(Search {
+            timeout,
             indices_boost,
             fields,
             terminate_after,
@@ -396,6 +409,50 @@ impl Search {
             track_total_hits,
         })
     }
+}
+
+/// An Elasticsearch time value (`500ms`, `2s`, `1m`, `-1` for none; units `nanos`, `micros`,
+/// `ms`, `s`, `m`, `h`, `d`): `None` for `-1`, or when no time is set.
+fn parse_time_value(setting: &str, value: &Value) -> Result<Option<Duration>> {
+    let text = match value {
+        Value::String(text) => text.trim().to_owned(),
+        Value::Number(n) => n.to_string(),
+        other => other.to_string(),
+    };
+    let failed = |why: &str| {
+        bad(
+            "parse_exception",
+            format!(
+                "failed to parse setting [{setting}] with value [{text}] as a time value: {why}"
+            ),
+        )
+    };
+    if text == "-1" || text == "0" {
+        return Ok(None);
+    }
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .ok_or_else(|| failed("unit is missing or unrecognized"))?;
+    let (number, unit) = text.split_at(split);
+    if text.starts_with('-') {
+        return Err(failed("negative durations are not supported"));
+    }
+    let number: f64 = number
+        .parse()
+        .map_err(|_| failed("unit is missing or unrecognized"))?;
+    let seconds = match unit {
+        "nanos" => 1e-9,
+        "micros" => 1e-6,
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86_400.0,
+        _ => return Err(failed("unit is missing or unrecognized")),
+    };
+    Duration::try_from_secs_f64(number * seconds)
+        .map(Some)
+        .map_err(|_| failed("it is out of range"))
 }
 
 /// For each dataset of a search, the named parts of its query (`_name`) that match each of its
@@ -542,11 +599,14 @@ impl Engine {
         snapshot: Arc<TableSnapshot>,
         query: DslQuery,
         top: usize,
+        deadline: Deadline,
     ) -> Result<DocsHits> {
-        tokio::task::spawn_blocking(move || snapshot.search_documents(query.as_ref(), top))
-            .await
-            .map_err(|e| Error::Internal(format!("a search task failed: {e}")))?
-            .map_err(Error::Projection)
+        tokio::task::spawn_blocking(move || {
+            snapshot.search_documents(query.as_ref(), top, deadline)
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("a search task failed: {e}")))?
+        .map_err(Error::Projection)
     }
 
     /// What one dataset contributes to a search: its snapshot, its best `from + size` hits (in
@@ -557,6 +617,7 @@ impl Engine {
         target: &Searched,
         search: &Search,
         boost: f32,
+        deadline: Deadline,
     ) -> Result<Found> {
         let name = target.name.as_str();
         let query = filtered(&search.query, target.filter.as_ref());
@@ -569,9 +630,10 @@ impl Engine {
         let plain = search.sort.is_empty()
             && search.search_after.is_none()
             && search.terminate_after.is_none();
-        let (hits, total) = match plain {
+        let (hits, total, timed_out) = match plain {
             true => {
-                let found = Self::run_query(snapshot.clone(), query.box_clone(), top).await?;
+                let found =
+                    Self::run_query(snapshot.clone(), query.box_clone(), top, deadline).await?;
                 let hits = found
                     .hits
                     .iter()
@@ -581,7 +643,7 @@ impl Engine {
                         keys: vec![Some(SortValue::Number(f64::from(h.score)))],
                     })
                     .collect();
-                (hits, found.total)
+                (hits, found.total, found.timed_out)
             }
             false => {
                 // A field alias (or multi-field) sorts by the field whose values it reads.
@@ -603,7 +665,14 @@ impl Engine {
                 let snapshot = snapshot.clone();
                 let query = query.box_clone();
                 tokio::task::spawn_blocking(move || {
-                    snapshot.search_sorted(query.as_ref(), &sort, after.as_deref(), top, limit)
+                    snapshot.search_sorted(
+                        query.as_ref(),
+                        &sort,
+                        after.as_deref(),
+                        top,
+                        limit,
+                        deadline,
+                    )
                 })
                 .await
                 .map_err(|e| Error::Internal(format!("a search task failed: {e}")))??
@@ -616,6 +685,7 @@ impl Engine {
             named,
             hits,
             total,
+            timed_out,
         })
     }
 
@@ -673,9 +743,13 @@ impl Engine {
         let boosts = self
             .boosts(principal, &search, &datasets, options.ignore_unavailable)
             .await?;
+        let deadline = Deadline(search.timeout.map(|timeout| started + timeout));
         let mut found = Vec::with_capacity(datasets.len());
         for (target, boost) in datasets.iter().zip(boosts) {
-            found.push(self.search_one(principal, target, &search, boost).await?);
+            found.push(
+                self.search_one(principal, target, &search, boost, deadline)
+                    .await?,
+            );
         }
         let aggregations = match &search.aggs {
             None => None,
@@ -824,7 +898,7 @@ impl Engine {
         let shards = found.len();
         let mut answer = json!({
             "took": started.elapsed().as_millis() as u64,
-            "timed_out": false,
+            "timed_out": found.iter().any(|f| f.timed_out),
             "_shards": {"total": shards, "successful": shards, "skipped": 0, "failed": 0},
             "hits": hits_body,
         });
@@ -870,7 +944,9 @@ impl Engine {
         for target in self.read_targets(principal, names, false).await? {
             let query = filtered(&query, target.filter.as_ref());
             let (snapshot, query, _) = self.prepare(principal, &target.name, &query).await?;
-            total += Self::run_query(snapshot, query, 0).await?.total;
+            total += Self::run_query(snapshot, query, 0, Deadline::default())
+                .await?
+                .total;
         }
         Ok(total)
     }
