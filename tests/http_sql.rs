@@ -133,6 +133,26 @@ async fn answers_have_typed_columns_rows_and_a_size() {
     )
     .await;
     assert_eq!(inserted.body, json!({"rows_affected": 2}), "{inserted:?}");
+    // On a dataset's path, an INSERT writes that dataset and no other.
+    let upsert = "INSERT INTO logs (_id, host) VALUES ('a', 'web-9') ON CONFLICT (_id) DO UPDATE SET host = EXCLUDED.host";
+    let on_path = sql(&platform, "/logs/sql", upsert).await;
+    assert_eq!(on_path.body, json!({"rows_affected": 1}), "{on_path:?}");
+    let elsewhere = sql(
+        &platform,
+        "/metrics-x/sql",
+        "INSERT INTO logs (host) VALUES ('web-5')",
+    )
+    .await;
+    assert_eq!(elsewhere.status, 400, "{elsewhere:?}");
+    let message = elsewhere.body["message"].as_str().unwrap();
+    assert!(
+        message.contains("this path writes dataset [metrics-x]"),
+        "{message}"
+    );
+    let count = sql(&platform, "/sql", "SELECT COUNT(*) FROM logs").await;
+    assert_eq!(count.body["rows"], json!([[5]]), "{count:?}");
+    let reserved = sql(&platform, "/_x/sql", "SELECT 1").await;
+    assert_eq!(reserved.status, 400, "{reserved:?}");
 }
 
 #[tokio::test]
@@ -165,4 +185,54 @@ async fn bad_requests_are_400s_that_name_what_is_wrong() {
         assert!(message.starts_with("sql: "), "{message}");
         assert!(message.contains(needle), "{needle} in {message}");
     }
+}
+
+#[tokio::test]
+async fn knn_search_keeps_to_the_time_bounds_and_shows_only_the_datasets_columns() {
+    let (_dir, _server, platform) = start();
+    let mappings = json!({"mappings": {"properties": {"v": {"type": "knn_vector", "dimension": 2, "space_type": "l2"}}}});
+    let created = platform.send("PUT", "/points", Some(&mappings)).await;
+    assert_eq!(created.status, 200, "{created:?}");
+    let lines = [
+        json!({"index": {"_id": "old"}}),
+        json!({"@timestamp": "2026-11-01T00:00:00Z", "v": [1.0, 0.0]}),
+        json!({"index": {"_id": "mid"}}),
+        json!({"@timestamp": "2026-11-02T00:00:00Z", "v": [0.9, 0.1]}),
+        json!({"index": {"_id": "new"}}),
+        json!({"@timestamp": "2026-11-03T00:00:00Z", "v": [0.0, 1.0]}),
+    ];
+    let written = platform.send_ndjson("POST", "/points/_bulk", &lines).await;
+    assert_eq!(written.body["errors"], false, "{written:?}");
+
+    let nearest = "SELECT _id FROM KNN_SEARCH('points', 'v', [1.0, 0.0], 2) ORDER BY _score DESC";
+    for (params, expected) in [
+        ("", json!([["old"], ["mid"]])),
+        // The nearest two of those from the 2nd on, not the nearest two filtered afterwards.
+        (
+            "?start_time=2026-11-02T00%3A00%3A00Z",
+            json!([["mid"], ["new"]]),
+        ),
+        ("?end_time=2026-11-01T12%3A00%3A00Z", json!([["old"]])),
+    ] {
+        let answer = sql(&platform, &format!("/sql{params}"), nearest).await;
+        assert_eq!(answer.status, 200, "{params}: {answer:?}");
+        assert_eq!(answer.body["rows"], expected, "{params}: {answer:?}");
+    }
+
+    // Its columns are the dataset's and `_score`; the hidden row id is not one of them.
+    let all = sql(
+        &platform,
+        "/sql",
+        "SELECT * FROM KNN_SEARCH('points', 'v', [0.0, 1.0], 1)",
+    )
+    .await;
+    assert_eq!(all.status, 200, "{all:?}");
+    let names: Vec<&str> = all.body["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["_id", "@timestamp", "v", "_score"], "{all:?}");
+    assert_eq!(all.body["rows"][0][0], "new", "{all:?}");
 }

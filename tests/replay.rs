@@ -850,6 +850,17 @@ async fn platform_writes_replay_to_what_the_server_holds() {
     let upsert = json!({"query": "INSERT INTO events (_id, n, level) VALUES ('2', 20, 'warn'), ('4', 4, 'info') ON CONFLICT (_id) DO UPDATE SET n = EXCLUDED.n"});
     let answer = platform.send("POST", "/sql", Some(&upsert)).await;
     assert_eq!(answer.body["rows_affected"], 2, "{answer:?}");
+    // DO NOTHING: '3' exists and is kept as it is; '5' is new.
+    let upsert = json!({"query": "INSERT INTO events (_id, n) VALUES ('3', 30), ('5', 5) ON CONFLICT (_id) DO NOTHING"});
+    let answer = platform.send("POST", "/sql", Some(&upsert)).await;
+    assert_eq!(answer.body["rows_affected"], 1, "{answer:?}");
+    let kept = json!({"query": "SELECT _id, n FROM events WHERE _id IN ('3', '5') ORDER BY _id"});
+    let answer = platform.send("POST", "/sql", Some(&kept)).await;
+    assert_eq!(
+        answer.body["rows"],
+        json!([["3", 3], ["5", 5]]),
+        "{answer:?}"
+    );
     // Samples, the second write bringing a new label (a column).
     for body in [
         "up{job=\"a\"} 1 1000\nup{job=\"b\"} 0 1000\n",

@@ -72,6 +72,8 @@ impl AsyncDB for Platform {
             .send("POST", "/sql", Some(&json!({"query": sql})))
             .await;
         if answer.status != 200 {
+            // A statement that fails is the client's: a 400, never a 500.
+            assert_eq!(answer.status, 400, "{sql}: {answer:?}");
             return Err(SqlError(
                 answer.body["message"]
                     .as_str()

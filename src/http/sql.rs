@@ -12,7 +12,7 @@ use axum::{
 };
 use serde_json::{Value, json};
 
-use super::{AppState, RequestId, error::PlatformError};
+use super::{AppState, RequestId, body::PathName, error::PlatformError};
 use crate::{
     documents::source::json_value,
     engine::{PlatformPrincipal, SqlOutcome, TimeBounds, sql_type_name},
@@ -141,7 +141,7 @@ fn csv_field(value: &Value) -> String {
     }
 }
 
-/// POST|GET /sql, POST /{dataset}/sql, POST /_sql.
+/// POST|GET /sql, POST /_sql.
 pub async fn sql(
     State(state): State<AppState>,
     Extension(principal): Extension<PlatformPrincipal>,
@@ -150,13 +150,49 @@ pub async fn sql(
     uri: Uri,
     body: Bytes,
 ) -> Result<Response, PlatformError> {
-    let (statement, bounds, format) = read_request(&uri, &headers, &body).map_err(failed)?;
+    run(&state, &principal, &request_id, &headers, &uri, &body, None).await
+}
+
+/// POST /{dataset}/sql: the same, but an INSERT may write that dataset only.
+pub async fn dataset_sql(
+    State(state): State<AppState>,
+    Extension(principal): Extension<PlatformPrincipal>,
+    Extension(request_id): Extension<RequestId>,
+    name: Result<PathName, Error>,
+    headers: HeaderMap,
+    uri: Uri,
+    body: Bytes,
+) -> Result<Response, PlatformError> {
+    let PathName(name) = name.map_err(failed)?;
+    run(
+        &state,
+        &principal,
+        &request_id,
+        &headers,
+        &uri,
+        &body,
+        Some(&name),
+    )
+    .await
+}
+
+async fn run(
+    state: &AppState,
+    principal: &PlatformPrincipal,
+    request_id: &RequestId,
+    headers: &HeaderMap,
+    uri: &Uri,
+    body: &Bytes,
+    scope: Option<&str>,
+) -> Result<Response, PlatformError> {
+    let (statement, bounds, format) = read_request(uri, headers, body).map_err(failed)?;
     let outcome = state
         .engine
         .platform_sql(
-            &principal,
+            principal,
             &statement,
             bounds,
+            scope,
             &principal.origin(&request_id.0),
         )
         .await

@@ -19,7 +19,7 @@ use datafusion::{
 };
 use strata_projections::{
     schema::geo_point_fields,
-    table::{TableSnapshot, geo},
+    table::{TableSnapshot, dsl, geo},
 };
 
 /// `ST_POINT(lon, lat)`: a point, as a `geo_point` column holds one (x first, as in WKT).
@@ -150,9 +150,11 @@ impl ScalarUDFImpl for StDistance {
 /// `KNN_SEARCH(dataset, field, vector, k)`: a table of the `k` records of `dataset` whose
 /// `field` vectors are nearest `vector` (a `[0.1, 0.2]` array or its text), with their
 /// `_score`, best first. The datasets a statement names this way are resolved before it runs.
+/// The request's `@timestamp` bounds hold here too: the nearest records among those in them.
 #[derive(Debug)]
 pub struct KnnSearch {
     pub datasets: HashMap<String, Arc<TableSnapshot>>,
+    pub bounds: super::TimeBounds,
 }
 
 /// A literal argument's value: a string, a number, or an array of numbers.
@@ -227,10 +229,12 @@ impl TableFunctionImpl for KnnSearch {
                 table.vector_dim().unwrap_or_default()
             );
         }
+        // The dataset's columns, without the hidden row id its snapshot's rows begin with.
         let mut fields: Vec<Field> = snapshot
             .schema
             .fields()
             .iter()
+            .skip(1)
             .map(|f| f.as_ref().clone())
             .collect();
         fields.push(Field::new("_score", DataType::Float32, false));
@@ -238,6 +242,7 @@ impl TableFunctionImpl for KnnSearch {
             snapshot: snapshot.clone(),
             query,
             k,
+            bounds: self.bounds,
             schema: Arc::new(Schema::new(fields)),
         }))
     }
@@ -249,7 +254,49 @@ struct Nearest {
     snapshot: Arc<TableSnapshot>,
     query: Vec<f32>,
     k: usize,
+    bounds: super::TimeBounds,
     schema: SchemaRef,
+}
+
+impl Nearest {
+    /// The `k` nearest rows among those within the bounds: (row id, distance), nearest first.
+    fn search(&self) -> DfResult<Vec<(u64, f32)>> {
+        let external = |e: String| DataFusionError::Execution(format!("KNN_SEARCH: {e}"));
+        let super::TimeBounds { start, end } = self.bounds;
+        if start.is_none() && end.is_none() {
+            return Ok(self
+                .snapshot
+                .knn(&self.query, self.k, &None)
+                .map_err(|e| external(e.to_string()))?
+                .into_iter()
+                .map(|hit| (hit.row_id, hit.score))
+                .collect());
+        }
+        let schema = self
+            .snapshot
+            .index
+            .as_ref()
+            .and_then(|i| i.docs.clone())
+            .ok_or_else(|| external("the dataset has no document index".to_owned()))?;
+        let mut range = serde_json::Map::new();
+        if let Some(start) = start {
+            range.insert("gte".into(), start.into());
+        }
+        if let Some(end) = end {
+            range.insert("lte".into(), end.into());
+        }
+        let field = super::TIMESTAMP_FIELD;
+        let window = serde_json::json!({"range": {field: range}});
+        let now = chrono::Utc::now().timestamp_millis();
+        let filter = dsl::compile(&schema, &window, now).map_err(|e| external(e.reason))?;
+        dsl::Vectors::nearest(
+            self.snapshot.as_ref(),
+            &self.query,
+            self.k,
+            Some(filter.as_ref()),
+        )
+        .map_err(external)
+    }
 }
 
 #[async_trait]
@@ -270,12 +317,17 @@ impl TableProvider for Nearest {
         _limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let external = |e: strata_projections::Error| DataFusionError::External(Box::new(e));
-        let (snapshot, query, k) = (self.snapshot.clone(), self.query.clone(), self.k);
-        let hits = tokio::task::spawn_blocking(move || snapshot.knn(&query, k, &None))
+        let nearest = Nearest {
+            snapshot: self.snapshot.clone(),
+            query: self.query.clone(),
+            k: self.k,
+            bounds: self.bounds,
+            schema: self.schema.clone(),
+        };
+        let hits = tokio::task::spawn_blocking(move || nearest.search())
             .await
-            .map_err(|e| DataFusionError::External(Box::new(e)))?
-            .map_err(external)?;
-        let ids: Vec<u64> = hits.iter().map(|h| h.row_id).collect();
+            .map_err(|e| DataFusionError::External(Box::new(e)))??;
+        let ids: Vec<u64> = hits.iter().map(|(row, _)| *row).collect();
         let rows = self
             .snapshot
             .rows_by_id(&ids, None)
@@ -294,11 +346,11 @@ impl TableProvider for Nearest {
             .map(|row| {
                 let id = ids.value(row);
                 hits.iter()
-                    .find(|h| h.row_id == id)
-                    .map(|h| strata_projections::table::dsl::vector_score(metric, h.score))
+                    .find(|(row, _)| *row == id)
+                    .map(|(_, distance)| dsl::vector_score(metric, *distance))
             })
             .collect();
-        let mut columns = rows.columns().to_vec();
+        let mut columns = rows.columns()[1..].to_vec();
         columns.push(Arc::new(scores));
         let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
         Ok(MemorySourceConfig::try_new_exec(

@@ -212,9 +212,16 @@ impl Engine {
         &self,
         principal: &PlatformPrincipal,
         statement: &ast::Insert,
+        scope: Option<&str>,
         origin: &Origin,
     ) -> Result<u64> {
         let insert = read(statement)?;
+        if let Some(scope) = scope.filter(|scope| *scope != insert.dataset) {
+            return Err(Error::BadRequest(format!(
+                "this path writes dataset [{scope}]; the statement inserts into [{}]",
+                insert.dataset
+            )));
+        }
         let by_id = insert.key == [ID_FIELD];
         let mut operations = Vec::with_capacity(insert.rows.len());
         for row in &insert.rows {

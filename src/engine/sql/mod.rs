@@ -34,7 +34,7 @@ use strata_projections::{
     table::{TableScan, TableSnapshot},
 };
 
-use super::{Action, Engine, Origin, PlatformPrincipal, TIMESTAMP_FIELD};
+use super::{Action, Engine, Origin, PlatformPrincipal, TIMESTAMP_FIELD, datasets::check_name};
 use crate::{
     documents::mapping,
     error::{Error, Result},
@@ -161,14 +161,19 @@ fn describe(def: &TableDef) -> Result<QueryResult> {
 
 impl Engine {
     /// POST /sql: runs one statement over the account's datasets (see the module
-    /// documentation).
+    /// documentation). `scope`: the dataset of POST /{dataset}/sql, the only one an INSERT
+    /// there may write.
     pub async fn platform_sql(
         &self,
         principal: &PlatformPrincipal,
         sql: &str,
         bounds: TimeBounds,
+        scope: Option<&str>,
         origin: &Origin,
     ) -> Result<SqlOutcome> {
+        if let Some(scope) = scope {
+            check_name(scope)?;
+        }
         let ctx = query::session(&self.queries);
         ctx.register_udf(ScalarUDF::from(functions::StPoint::new()));
         ctx.register_udf(ScalarUDF::from(functions::StDistance::new()));
@@ -198,7 +203,7 @@ impl Engine {
         let rows = match inner.as_ref() {
             ast::Statement::Insert(insert) => {
                 return Ok(SqlOutcome::Affected(
-                    self.sql_insert(principal, insert, origin).await?,
+                    self.sql_insert(principal, insert, scope, origin).await?,
                 ));
             }
             ast::Statement::ShowTables { .. } => {
@@ -226,7 +231,10 @@ impl Engine {
                     found
                 };
                 // Table function names are as written (names are case-sensitive here).
-                let knn = Arc::new(functions::KnnSearch { datasets: knn });
+                let knn = Arc::new(functions::KnnSearch {
+                    datasets: knn,
+                    bounds,
+                });
                 ctx.register_udtf("knn_search", knn.clone());
                 ctx.register_udtf("KNN_SEARCH", knn);
                 for name in query::table_names(&ctx, &statement)? {
