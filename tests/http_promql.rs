@@ -270,6 +270,93 @@ async fn listings_cover_the_matching_series() {
     );
     let answer = get(&platform, "/api/v1/status/buildinfo").await;
     assert_eq!(answer.body["data"]["application"], "strata");
+
+    // /promql serves the same API as /api/v1, path for path.
+    let range = format!(
+        "/query_range?query={}&start={}&end={}&step=60",
+        url_encode("sum(http_requests_total)"),
+        T0,
+        T0 + 180
+    );
+    let series = format!("/series?match[]={}", url_encode("up"));
+    for path in [
+        "/labels",
+        "/label/job/values",
+        series.as_str(),
+        range.as_str(),
+        "/status/buildinfo",
+    ] {
+        let (ours, theirs) = (
+            get(&platform, &format!("/promql{path}")).await,
+            get(&platform, &format!("/api/v1{path}")).await,
+        );
+        assert_eq!(ours.status, 200, "{path}: {ours:?}");
+        assert_eq!(ours.body["status"], "success", "{path}: {ours:?}");
+        assert_eq!(ours.body, theirs.body, "{path}");
+    }
+    let posted = platform
+        .send_text(
+            "POST",
+            "/promql/labels",
+            "application/x-www-form-urlencoded",
+            "match[]=up",
+        )
+        .await;
+    assert_eq!(
+        posted.body["data"],
+        json!(["__name__", "job"]),
+        "{posted:?}"
+    );
+}
+
+/// A staleness marker (the NaN Prometheus writes when a series goes away) ends the series at
+/// once: a selector finds no sample after it, where the 5-minute lookback would otherwise.
+#[tokio::test]
+async fn a_staleness_marker_ends_a_series() {
+    let (_dir, _server, platform) = start(&[]);
+    let stale = f64::from_bits(0x7ff0_0000_0000_0002);
+    remote_write(
+        &platform,
+        "/api/v1/write",
+        &[
+            (
+                labels(&[("__name__", "up"), ("job", "gone")]),
+                vec![(T0 * 1000, 1.0), ((T0 + 15) * 1000, stale)],
+            ),
+            (
+                labels(&[("__name__", "up"), ("job", "here")]),
+                vec![(T0 * 1000, 1.0), ((T0 + 15) * 1000, 1.0)],
+            ),
+        ],
+    )
+    .await;
+    let jobs = |answer: &Answer| -> Vec<String> {
+        answer.body["data"]["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["metric"]["job"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let at = |t: i64| format!("&time={t}");
+    let before = get(&platform, &query_path("/api/v1", "up", &at(T0 + 10))).await;
+    assert_eq!(jobs(&before), ["gone", "here"], "{before:?}");
+    let after = get(&platform, &query_path("/api/v1", "up", &at(T0 + 60))).await;
+    assert_eq!(jobs(&after), ["here"], "{after:?}");
+    // Range functions skip the marker: the window holds the one real sample.
+    let counted = get(
+        &platform,
+        &query_path(
+            "/api/v1",
+            "count_over_time(up{job=\"gone\"}[1m])",
+            &at(T0 + 30),
+        ),
+    )
+    .await;
+    assert_eq!(
+        counted.body["data"]["result"][0]["value"][1], "1",
+        "{counted:?}"
+    );
 }
 
 #[tokio::test]
