@@ -20,7 +20,6 @@ use std::{
     borrow::Cow,
     collections::{BTreeMap, HashMap},
     fs::File,
-    os::unix::fs::FileExt,
     path::Path,
     sync::Arc,
 };
@@ -123,8 +122,12 @@ pub struct Point {
 enum Samples {
     /// Decoded, a series' points in its slot.
     Memory(Vec<Vec<Point>>),
-    /// Encoded in a file: each series' block (offset from the file's start, length).
-    File { file: File, blocks: Vec<(u64, u32)> },
+    /// Encoded in a file, mapped into memory (read through the page cache, without a read
+    /// call or a copy per block): each series' block (offset from the file's start, length).
+    File {
+        bytes: tantivy::directory::OwnedBytes,
+        blocks: Vec<(u64, u32)>,
+    },
 }
 
 /// The series of a segment or a memtable batch (see the module's documentation).
@@ -284,11 +287,32 @@ impl SeriesSet {
         SeriesSet::open(path)
     }
 
-    /// Opens the set written at `path`: reads its series table, leaves the samples in the file.
+    /// Opens the set written at `path`: reads its series table, leaves the samples in the file
+    /// (mapped, by tantivy's memory-mapped directory, as the document indexes beside it are).
     pub fn open(path: &Path) -> Result<SeriesSet> {
+        use tantivy::directory::{Directory, MmapDirectory};
         let file = File::open(path).map_err(|e| io_error(path, e))?;
         let (series, blocks) = codec::read_table(&file, path)?;
-        Ok(SeriesSet::assemble(series, Samples::File { file, blocks }))
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err(Error::Index(format!(
+                "series index {}: not a file in a directory",
+                path.display()
+            )));
+        };
+        let mapped =
+            |reason: String| Error::Index(format!("series index {}: {reason}", path.display()));
+        let bytes = MmapDirectory::open(dir)
+            .map_err(|e| mapped(e.to_string()))?
+            .open_read(Path::new(name))
+            .map_err(|e| mapped(e.to_string()))?
+            .read_bytes()
+            .map_err(|e| io_error(path, e))?;
+        if let Some(&(offset, len)) = blocks.last()
+            && offset + u64::from(len) > bytes.len() as u64
+        {
+            return Err(mapped("series blocks run past the end of the file".into()));
+        }
+        Ok(SeriesSet::assemble(series, Samples::File { bytes, blocks }))
     }
 
     pub fn series(&self) -> &[SeriesMeta] {
@@ -336,12 +360,15 @@ impl SeriesSet {
                 let to = points.partition_point(|p| p.t <= maxt);
                 out.extend_from_slice(&points[from..to.max(from)]);
             }
-            Samples::File { file, blocks } => {
+            Samples::File { bytes, blocks } => {
                 let (offset, len) = blocks[slot];
-                let mut block = vec![0; len as usize];
-                file.read_exact_at(&mut block, offset)
-                    .map_err(|e| Error::Index(format!("reading a series index: {e}")))?;
-                codec::decode_block_into(&block, meta.samples as usize, out)?;
+                let block = bytes
+                    .as_slice()
+                    .get(offset as usize..offset as usize + len as usize)
+                    .ok_or_else(|| {
+                        Error::Index(format!("series block {slot} is out of its file"))
+                    })?;
+                codec::decode_block_range(block, meta.samples as usize, mint, maxt, out)?;
             }
         }
         let check_deleted = !deleted.is_empty();

@@ -157,8 +157,27 @@ fn encode_block(points: &[Point]) -> Vec<u8> {
     out
 }
 
+#[cfg(test)]
+pub(super) fn encode_block_for_tests(points: &[Point]) -> Vec<u8> {
+    encode_block(points)
+}
+
 /// Appends the `n` points of a block [`encode_block`] wrote to `points`.
+#[cfg(test)]
 pub(super) fn decode_block_into(block: &[u8], n: usize, points: &mut Vec<Point>) -> Result<()> {
+    decode_block_range(block, n, i64::MIN, i64::MAX, points)
+}
+
+/// Appends the points of a block [`encode_block`] wrote whose times are in `[mint, maxt]` to
+/// `points` (every point of a block whose times are out of order, for the caller to sift).
+/// Every time is read, but values are set and row ids read only up to the last point kept.
+pub(super) fn decode_block_range(
+    block: &[u8],
+    n: usize,
+    mint: i64,
+    maxt: i64,
+    points: &mut Vec<Point>,
+) -> Result<()> {
     let corrupt = |reason: &str| Error::Corrupt {
         key: "series index block".to_owned(),
         reason: reason.to_owned(),
@@ -172,7 +191,10 @@ pub(super) fn decode_block_into(block: &[u8], n: usize, points: &mut Vec<Point>)
     }
     let mut reader = Reader::new(body);
     let base = points.len();
-    points.reserve(n);
+    // The kept points are `lo..hi` of the block's: a run, as the block is sorted by time. A
+    // time in range after the run has ended means it is not: then every point is kept.
+    let (mut lo, mut hi) = (None::<usize>, None::<usize>);
+    let mut every = false;
     let (mut t, mut delta) = (0i64, 0i64);
     for i in 0..n {
         let read = reader.signed()?;
@@ -187,10 +209,31 @@ pub(super) fn decode_block_into(block: &[u8], n: usize, points: &mut Vec<Point>)
                 t = t.wrapping_add(delta);
             }
         }
-        points.push(Point { t, v: 0.0, row: 0 });
+        let inside = (mint..=maxt).contains(&t);
+        if inside && hi.is_some() && !every {
+            every = true;
+        }
+        if inside && lo.is_none() {
+            lo = Some(i);
+        }
+        if !inside && lo.is_some() && hi.is_none() {
+            hi = Some(i);
+        }
+        if inside || every {
+            points.push(Point { t, v: 0.0, row: 0 });
+        }
     }
+    let (lo, hi) = match (every, lo) {
+        (true, _) => {
+            // Out of order: decode the whole block again, every point kept.
+            points.truncate(base);
+            return decode_block_range(block, n, i64::MIN, i64::MAX, points);
+        }
+        (false, None) => (n, n),
+        (false, Some(lo)) => (lo, hi.unwrap_or(n)),
+    };
     let mut bits = 0u64;
-    for (i, point) in points[base..].iter_mut().enumerate() {
+    for i in 0..n {
         if i == 0 {
             bits = reader.u64_le()?;
         } else {
@@ -198,18 +241,24 @@ pub(super) fn decode_block_into(block: &[u8], n: usize, points: &mut Vec<Point>)
             if head != 0 {
                 let lead = usize::from((head >> 3) & 7);
                 let trail = usize::from(head & 7);
-                let mut bytes = [0u8; 8];
                 let middle = reader.take(8 - lead - trail)?;
-                bytes[lead..8 - trail].copy_from_slice(middle);
-                bits ^= u64::from_be_bytes(bytes);
+                if i < hi {
+                    let mut bytes = [0u8; 8];
+                    bytes[lead..8 - trail].copy_from_slice(middle);
+                    bits ^= u64::from_be_bytes(bytes);
+                }
             }
         }
-        point.v = f64::from_bits(bits);
+        if (lo..hi).contains(&i) {
+            points[base + i - lo].v = f64::from_bits(bits);
+        }
     }
     let mut row = 0u64;
-    for point in &mut points[base..] {
+    for i in 0..hi {
         row = row.wrapping_add(reader.signed()? as u64);
-        point.row = row;
+        if i >= lo {
+            points[base + i - lo].row = row;
+        }
     }
     Ok(())
 }
@@ -263,7 +312,9 @@ impl<'a> Reader<'a> {
     }
 
     fn byte(&mut self) -> Result<u8> {
-        Ok(self.take(1)?[0])
+        let byte = *self.bytes.get(self.at).ok_or_else(|| self.short())?;
+        self.at += 1;
+        Ok(byte)
     }
 
     fn u64_le(&mut self) -> Result<u64> {
@@ -273,6 +324,13 @@ impl<'a> Reader<'a> {
     }
 
     fn varint(&mut self) -> Result<u64> {
+        // Most numbers here (deltas of deltas of regular times, row deltas) are one byte.
+        if let Some(&byte) = self.bytes.get(self.at)
+            && byte < 0x80
+        {
+            self.at += 1;
+            return Ok(u64::from(byte));
+        }
         let mut value = 0u64;
         for shift in (0..64).step_by(7) {
             let byte = self.byte()?;

@@ -262,4 +262,38 @@ proptest! {
             prop_assert_eq!((a.t, a.v.to_bits(), a.row), (b.t, b.v.to_bits(), b.row));
         }
     }
+
+    /// A block read for a time range holds the points in the range, each whole; a block in
+    /// time order holds nothing else.
+    #[test]
+    fn blocks_read_for_a_range_hold_its_points(
+        steps in proptest::collection::vec((-20_000i64..60_000, value(), 0u64..1 << 40), 0..200),
+        from in -1_000_000i64..4_000_000,
+        span in 0i64..4_000_000,
+        sorted in any::<bool>(),
+    ) {
+        let mut t = 0i64;
+        let mut points: Vec<Point> = steps
+            .iter()
+            .map(|(step, v, row)| {
+                t = t.wrapping_add(*step);
+                Point { t, v: *v, row: *row }
+            })
+            .collect();
+        if sorted {
+            points.sort_by_key(|p| (p.t, p.row));
+        }
+        let block = codec::encode_block_for_tests(&points);
+        let (mint, maxt) = (from, from + span);
+        let mut read = Vec::new();
+        codec::decode_block_range(&block, points.len(), mint, maxt, &mut read).unwrap();
+        let key = |p: &Point| (p.t, p.v.to_bits(), p.row);
+        let inside = |ps: &[Point]| -> Vec<_> {
+            ps.iter().filter(|p| (mint..=maxt).contains(&p.t)).map(key).collect()
+        };
+        prop_assert_eq!(inside(&read), inside(&points));
+        if sorted {
+            prop_assert_eq!(read.len(), inside(&points).len());
+        }
+    }
 }
