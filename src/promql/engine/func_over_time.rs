@@ -30,7 +30,7 @@ fn finish_hist(
         ));
     }
     match result {
-        Ok(h) => Some(RangeOut::Hist(h)),
+        Ok(h) => Some(RangeOut::Hist(std::sync::Arc::new(h))),
         Err(HistogramError::IncompatibleSchema) => {
             notes.push(annotations::mixed_exponential_custom(w.name(), pos));
             None
@@ -100,18 +100,18 @@ pub(crate) fn sum_over_time(w: &Window<'_>, notes: &mut Vec<Note>) -> Option<Ran
 
 pub(crate) fn first_over_time(w: &Window<'_>) -> Option<RangeOut> {
     match (w.floats.first(), w.hists.first()) {
-        (Some(f), Some(h)) if h.t < f.t => Some(RangeOut::Hist((*h.h).clone())),
+        (Some(f), Some(h)) if h.t < f.t => Some(RangeOut::Hist(h.h.clone())),
         (Some(f), _) => Some(RangeOut::Float(f.f)),
-        (None, Some(h)) => Some(RangeOut::Hist((*h.h).clone())),
+        (None, Some(h)) => Some(RangeOut::Hist(h.h.clone())),
         (None, None) => None,
     }
 }
 
 pub(crate) fn last_over_time(w: &Window<'_>) -> Option<RangeOut> {
     match (w.floats.last(), w.hists.last()) {
-        (Some(f), Some(h)) if h.t > f.t => Some(RangeOut::Hist((*h.h).clone())),
+        (Some(f), Some(h)) if h.t > f.t => Some(RangeOut::Hist(h.h.clone())),
         (Some(f), _) => Some(RangeOut::Float(f.f)),
-        (None, Some(h)) => Some(RangeOut::Hist((*h.h).clone())),
+        (None, Some(h)) => Some(RangeOut::Hist(h.h.clone())),
         (None, None) => None,
     }
 }

@@ -101,7 +101,7 @@ pub(crate) fn extrapolated_rate(
     match result_h.as_mut() {
         Some(h) => {
             h.mul(factor);
-            result_h.map(RangeOut::Hist)
+            result_h.map(|h| RangeOut::Hist(std::sync::Arc::new(h)))
         }
         None => {
             result_f *= factor;
@@ -254,7 +254,7 @@ pub(crate) fn instant_value(
             if is_rate {
                 result.div(secs);
             }
-            Some(RangeOut::Hist(result))
+            Some(RangeOut::Hist(std::sync::Arc::new(result)))
         }
         _ => {
             notes.push(annotations::mixed_floats_histograms(w.name(), pos));

@@ -8,16 +8,17 @@ use std::sync::Arc;
 use super::annotations::{self, Note};
 use super::eval::{Evaluator, Value};
 use super::func_instant::call_instant;
-use super::range_args::{RangeArg, window};
+use super::range_args::{RangeArg, Windows};
 use super::series::{EvSeries, Sample, metric_name};
 use super::{QueryError, Result};
 use crate::promql::ast::{ANCHORED_SAFE, Call, Expr, MatchOp, PosRange, SMOOTHED_SAFE};
 use crate::promql::value::{FPoint, HPoint, Labels};
 
-/// What a function over a range vector computes for one window.
+/// What a function over a range vector computes for one window (a histogram behind an `Arc`,
+/// so that a float answer is small to pass back, and a histogram read is not copied).
 pub(crate) enum RangeOut {
     Float(f64),
-    Hist(crate::promql::histogram::FloatHistogram),
+    Hist(Arc<crate::promql::histogram::FloatHistogram>),
 }
 
 /// One window of one series, with what the functions need to know about it.
@@ -190,9 +191,13 @@ impl Evaluator<'_> {
             self.check_deadline()?;
             // A subquery's series may already have lost its name (`last_over_time(abs(x)[5m:])`).
             let mut es = EvSeries::new(s.labels.clone(), !keep_name || s.drop_name);
+            if !s.floats.is_empty() {
+                es.floats.reserve(refs.len());
+            }
+            let mut windows = Windows::new(s);
             for (step, &(ts, r)) in refs.iter().enumerate() {
                 let (mint, maxt) = arg.bounds(r, self.lookback);
-                let (floats, hists) = window(s, mint, maxt);
+                let (floats, hists) = windows.at(mint, maxt);
                 if floats.is_empty() && hists.is_empty() {
                     continue;
                 }
@@ -222,7 +227,7 @@ impl Evaluator<'_> {
                 }
                 match result {
                     Some(RangeOut::Float(f)) => es.push(ts, f, None),
-                    Some(RangeOut::Hist(h)) => es.push(ts, 0.0, Some(Arc::new(h))),
+                    Some(RangeOut::Hist(h)) => es.push(ts, 0.0, Some(h)),
                     None => {}
                 }
             }

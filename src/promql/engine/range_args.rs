@@ -53,6 +53,59 @@ pub(crate) fn window(s: &EvSeries, mint: i64, maxt: i64) -> (&[FPoint], &[HPoint
     )
 }
 
+/// The windows of one series at the steps of an evaluation, whose bounds never go back: two
+/// indexes per kind of sample walk forward, rather than four searches a step. Bounds that go
+/// back (never from [`Evaluator::reference_times`]) start the walk over.
+pub(crate) struct Windows<'s> {
+    series: &'s EvSeries,
+    floats: (usize, usize),
+    hists: (usize, usize),
+    bounds: (i64, i64),
+}
+
+impl<'s> Windows<'s> {
+    pub fn new(series: &'s EvSeries) -> Windows<'s> {
+        Windows {
+            series,
+            floats: (0, 0),
+            hists: (0, 0),
+            bounds: (i64::MIN, i64::MIN),
+        }
+    }
+
+    /// The samples in `(mint, maxt]`, as [`window`] finds them.
+    pub fn at(&mut self, mint: i64, maxt: i64) -> (&'s [FPoint], &'s [HPoint]) {
+        if mint < self.bounds.0 || maxt < self.bounds.1 {
+            self.floats = (0, 0);
+            self.hists = (0, 0);
+        }
+        self.bounds = (mint, maxt);
+        let s = self.series;
+        (
+            advance(&s.floats, &mut self.floats, mint, maxt, |p| p.t),
+            advance(&s.hists, &mut self.hists, mint, maxt, |p| p.t),
+        )
+    }
+}
+
+/// Moves `(lo, hi)` forward to the points of `all` in `(mint, maxt]`, and slices them.
+fn advance<'a, T>(
+    all: &'a [T],
+    (lo, hi): &mut (usize, usize),
+    mint: i64,
+    maxt: i64,
+    t: impl Fn(&T) -> i64,
+) -> &'a [T] {
+    while all.get(*lo).is_some_and(|p| t(p) <= mint) {
+        *lo += 1;
+    }
+    *hi = (*hi).max(*lo);
+    while all.get(*hi).is_some_and(|p| t(p) <= maxt) {
+        *hi += 1;
+    }
+    &all[*lo..*hi]
+}
+
 impl Evaluator<'_> {
     /// Reads a range selector for all steps of the current evaluation.
     pub fn fetch_range_selector(&mut self, ms: &MatrixSelector) -> Result<RangeArg> {
