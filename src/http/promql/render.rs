@@ -5,8 +5,6 @@
 //! A result can hold millions of points, so it is written straight to JSON text rather than
 //! built as a tree of `serde_json::Value`s first (which cost an allocation a point).
 
-use std::io::Write;
-
 use serde_json::{Map, Value, json};
 
 use crate::promql::{
@@ -159,9 +157,9 @@ fn string(out: &mut Vec<u8>, s: &str) {
 /// Unix seconds: an integer when whole, else with the milliseconds.
 fn time(out: &mut Vec<u8>, ms: i64) {
     if ms % 1000 == 0 {
-        let _ = write!(out, "{}", ms / 1000);
+        out.extend_from_slice(itoa::Buffer::new().format(ms / 1000).as_bytes());
     } else {
-        let _ = write!(out, "{}", ms as f64 / 1000.0);
+        fixed(out, ms as f64 / 1000.0);
     }
 }
 
@@ -170,11 +168,47 @@ fn time(out: &mut Vec<u8>, ms: i64) {
 fn float(out: &mut Vec<u8>, v: f64) {
     out.push(b'"');
     if v.is_finite() {
-        let _ = write!(out, "{v}");
+        fixed(out, v);
     } else {
         out.extend_from_slice(float_text(v).as_bytes());
     }
     out.push(b'"');
+}
+
+/// A finite `v` as Go's `strconv.FormatFloat(v, 'f', -1, 64)` (and Rust's `{}`) write it: the
+/// shortest digits that read back, never in exponent form. Ryū finds the digits (several
+/// times faster than `{}`, which matters for answers of many points); they are laid out here.
+fn fixed(out: &mut Vec<u8>, v: f64) {
+    let mut buffer = ryu::Buffer::new();
+    let text = buffer.format_finite(v);
+    let text = match text.strip_prefix('-') {
+        Some(rest) => {
+            out.push(b'-');
+            rest
+        }
+        None => text,
+    };
+    let Some((mantissa, exponent)) = text.split_once('e') else {
+        out.extend_from_slice(text.strip_suffix(".0").unwrap_or(text).as_bytes());
+        return;
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits: Vec<u8> = whole.bytes().chain(fraction.bytes()).collect();
+    // Where the decimal point falls among the digits.
+    let point = whole.len() as i64 + exponent.parse::<i64>().unwrap_or(0);
+    if point <= 0 {
+        out.extend_from_slice(b"0.");
+        out.resize(out.len() + point.unsigned_abs() as usize, b'0');
+        out.extend_from_slice(&digits);
+    } else if point as usize >= digits.len() {
+        out.extend_from_slice(&digits);
+        out.resize(out.len() + point as usize - digits.len(), b'0');
+    } else {
+        let (before, after) = digits.split_at(point as usize);
+        out.extend_from_slice(before);
+        out.push(b'.');
+        out.extend_from_slice(after);
+    }
 }
 
 fn float_text(v: f64) -> String {
@@ -227,6 +261,45 @@ mod tests {
         let mut out = Vec::new();
         write(&mut out);
         String::from_utf8(out).unwrap_or_default()
+    }
+
+    proptest::proptest! {
+        /// Ryū's digits, laid out, are what `{}` writes, for every finite float.
+        #[test]
+        fn fixed_is_what_display_writes(bits in proptest::prelude::any::<u64>()) {
+            let v = f64::from_bits(bits);
+            if v.is_finite() {
+                let mut out = Vec::new();
+                fixed(&mut out, v);
+                proptest::prop_assert_eq!(String::from_utf8(out).unwrap(), format!("{v}"));
+            }
+        }
+    }
+
+    #[test]
+    fn fixed_lays_out_digits_either_side_of_the_point() {
+        for v in [
+            0.0,
+            -0.0,
+            1.0,
+            0.1,
+            1e21,
+            1e22,
+            1.5e-7,
+            123.456,
+            1e15,
+            1e16,
+            1e17,
+            5e-324,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            -2.5e-5,
+            9007199254740993.0,
+        ] {
+            let mut out = Vec::new();
+            fixed(&mut out, v);
+            assert_eq!(String::from_utf8(out).unwrap(), format!("{v}"), "{v:e}");
+        }
     }
 
     #[test]
