@@ -63,6 +63,9 @@ struct Args {
     /// a change to the query path without ingesting again).
     #[arg(long)]
     queries_only: bool,
+    /// Only the queries whose text contains this (for work on one of them).
+    #[arg(long)]
+    only: Option<String>,
     /// Accepted for `cargo bench`.
     #[arg(long, hide = true)]
     bench: bool,
@@ -196,6 +199,13 @@ async fn run(args: &Args, scratch: &Path, values: &[Vec<f64>], steps: usize) {
         "\n| query | range | step | Prometheus p50 ms | p99 ms | strata p50 ms | p99 ms | ratio (p50) |\n|---|---|---|---|---|---|---|---|"
     );
     for (query, hours, step) in QUERIES {
+        if args
+            .only
+            .as_ref()
+            .is_some_and(|only| !query.contains(only.as_str()))
+        {
+            continue;
+        }
         let from = (end - hours * 3600).max(START + 2 * 3600 - 7);
         let hours = (end - from) as f64 / 3600.0;
         let params = format!("query={}&start={from}&end={end}&step={step}", encode(query),);
