@@ -1,17 +1,19 @@
 //! PromQL: the parser, the value model and the evaluator that answers Prometheus queries over
 //! the series of metrics datasets (ADR 7).
 //!
-//! The module depends on the standard library, `regex`, `chrono` and `thiserror` only, so that it can be
+//! The module depends on the standard library, `regex`, `chrono`, `thiserror` and `ryu` only, so that it can be
 //! built and tested on its own; storage reaches it through the [`storage`] seam.
 //!
 //! - [`ast`]: the syntax tree, with byte positions for error messages and annotations;
 //! - [`lexer`] and [`parser`]: PromQL text to [`ast::Expr`], with Prometheus' error messages;
 //!   also the series descriptions (`metric{l="v"} 1+2x3`) of Prometheus' test files;
 //! - [`histogram`]: native float histograms (exponential and custom buckets) and their arithmetic;
-//! - [`value`]: label sets, samples and series; [`storage`]: the [`storage::Queryable`] seam.
+//! - [`value`]: label sets, samples and series; [`storage`]: the [`storage::Queryable`] seam;
+//! - [`format`]: numbers as Prometheus (Go) writes them.
 
 pub mod ast;
 pub mod engine;
+pub mod format;
 pub mod histogram;
 pub mod lexer;
 pub mod parser;

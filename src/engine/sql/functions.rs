@@ -249,7 +249,7 @@ impl TableFunctionImpl for KnnSearch {
 }
 
 /// The table `KNN_SEARCH` makes: searched when it is scanned.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Nearest {
     snapshot: Arc<TableSnapshot>,
     query: Vec<f32>,
@@ -263,37 +263,34 @@ impl Nearest {
     fn search(&self) -> DfResult<Vec<(u64, f32)>> {
         let external = |e: String| DataFusionError::Execution(format!("KNN_SEARCH: {e}"));
         let super::TimeBounds { start, end } = self.bounds;
-        if start.is_none() && end.is_none() {
-            return Ok(self
-                .snapshot
-                .knn(&self.query, self.k, &None)
-                .map_err(|e| external(e.to_string()))?
-                .into_iter()
-                .map(|hit| (hit.row_id, hit.score))
-                .collect());
-        }
-        let schema = self
-            .snapshot
-            .index
-            .as_ref()
-            .and_then(|i| i.docs.clone())
-            .ok_or_else(|| external("the dataset has no document index".to_owned()))?;
-        let mut range = serde_json::Map::new();
-        if let Some(start) = start {
-            range.insert("gte".into(), start.into());
-        }
-        if let Some(end) = end {
-            range.insert("lte".into(), end.into());
-        }
-        let field = super::TIMESTAMP_FIELD;
-        let window = serde_json::json!({"range": {field: range}});
-        let now = chrono::Utc::now().timestamp_millis();
-        let filter = dsl::compile(&schema, &window, now).map_err(|e| external(e.reason))?;
+        // The window, as a range query over the dataset's document index.
+        let window = match (start, end) {
+            (None, None) => None,
+            _ => {
+                let schema = self
+                    .snapshot
+                    .index
+                    .as_ref()
+                    .and_then(|i| i.docs.clone())
+                    .ok_or_else(|| external("the dataset has no document index".to_owned()))?;
+                let mut range = serde_json::Map::new();
+                if let Some(start) = start {
+                    range.insert("gte".into(), start.into());
+                }
+                if let Some(end) = end {
+                    range.insert("lte".into(), end.into());
+                }
+                let field = super::TIMESTAMP_FIELD;
+                let query = serde_json::json!({"range": {field: range}});
+                let now = chrono::Utc::now().timestamp_millis();
+                Some(dsl::compile(&schema, &query, now).map_err(|e| external(e.reason))?)
+            }
+        };
         dsl::Vectors::nearest(
             self.snapshot.as_ref(),
             &self.query,
             self.k,
-            Some(filter.as_ref()),
+            window.as_deref(),
         )
         .map_err(external)
     }
@@ -317,13 +314,7 @@ impl TableProvider for Nearest {
         _limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let external = |e: strata_projections::Error| DataFusionError::External(Box::new(e));
-        let nearest = Nearest {
-            snapshot: self.snapshot.clone(),
-            query: self.query.clone(),
-            k: self.k,
-            bounds: self.bounds,
-            schema: self.schema.clone(),
-        };
+        let nearest = self.clone();
         let hits = tokio::task::spawn_blocking(move || nearest.search())
             .await
             .map_err(|e| DataFusionError::External(Box::new(e)))??;

@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::promql::{
     engine::{QueryValue, VectorSample},
+    format,
     histogram::FloatHistogram,
     value::{Labels, SampleValue, Series},
 };
@@ -159,7 +160,7 @@ fn time(out: &mut Vec<u8>, ms: i64) {
     if ms % 1000 == 0 {
         out.extend_from_slice(itoa::Buffer::new().format(ms / 1000).as_bytes());
     } else {
-        fixed(out, ms as f64 / 1000.0);
+        format::write_float(out, ms as f64 / 1000.0);
     }
 }
 
@@ -167,63 +168,8 @@ fn time(out: &mut Vec<u8>, ms: i64) {
 /// with Prometheus' names for the special values.
 fn float(out: &mut Vec<u8>, v: f64) {
     out.push(b'"');
-    if v.is_finite() {
-        fixed(out, v);
-    } else {
-        out.extend_from_slice(float_text(v).as_bytes());
-    }
+    format::write_float(out, v);
     out.push(b'"');
-}
-
-/// A finite `v` as Go's `strconv.FormatFloat(v, 'f', -1, 64)` writes it: the shortest digits
-/// that read back, never in exponent form. Ryū finds the digits as Go's own Ryū does, an exact
-/// tie between two shortest candidates rounded to even (Rust's `{}` rounds it up, and is
-/// several times slower, which matters for answers of many points); they are laid out here.
-fn fixed(out: &mut Vec<u8>, v: f64) {
-    let mut buffer = ryu::Buffer::new();
-    let text = buffer.format_finite(v);
-    let text = match text.strip_prefix('-') {
-        Some(rest) => {
-            out.push(b'-');
-            rest
-        }
-        None => text,
-    };
-    let Some((mantissa, exponent)) = text.split_once('e') else {
-        out.extend_from_slice(text.strip_suffix(".0").unwrap_or(text).as_bytes());
-        return;
-    };
-    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    let digits: Vec<u8> = whole.bytes().chain(fraction.bytes()).collect();
-    // Where the decimal point falls among the digits.
-    let point = whole.len() as i64 + exponent.parse::<i64>().unwrap_or(0);
-    if point <= 0 {
-        out.extend_from_slice(b"0.");
-        out.resize(out.len() + point.unsigned_abs() as usize, b'0');
-        out.extend_from_slice(&digits);
-    } else if point as usize >= digits.len() {
-        out.extend_from_slice(&digits);
-        out.resize(out.len() + point as usize - digits.len(), b'0');
-    } else {
-        let (before, after) = digits.split_at(point as usize);
-        out.extend_from_slice(before);
-        out.push(b'.');
-        out.extend_from_slice(after);
-    }
-}
-
-fn float_text(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".to_owned()
-    } else if v == f64::INFINITY {
-        "+Inf".to_owned()
-    } else if v == f64::NEG_INFINITY {
-        "-Inf".to_owned()
-    } else {
-        let mut out = Vec::new();
-        fixed(&mut out, v);
-        String::from_utf8(out).unwrap_or_default()
-    }
 }
 
 fn histogram(out: &mut Vec<u8>, h: &FloatHistogram) {
@@ -239,13 +185,13 @@ fn histogram(out: &mut Vec<u8>, h: &FloatHistogram) {
             };
             json!([
                 rule,
-                float_text(b.lower),
-                float_text(b.upper),
-                float_text(b.count)
+                format::float(b.lower),
+                format::float(b.upper),
+                format::float(b.count)
             ])
         })
         .collect();
-    let mut object = json!({"count": float_text(h.count), "sum": float_text(h.sum)});
+    let mut object = json!({"count": format::float(h.count), "sum": format::float(h.sum)});
     if !buckets.is_empty() {
         object["buckets"] = Value::Array(buckets);
     }
@@ -265,81 +211,15 @@ mod tests {
         String::from_utf8(out).unwrap_or_default()
     }
 
-    /// The significant digits of a number in fixed notation.
-    fn significant(text: &str) -> String {
-        let digits: String = text.chars().filter(char::is_ascii_digit).collect();
-        digits
-            .trim_start_matches('0')
-            .trim_end_matches('0')
-            .to_owned()
-    }
-
-    proptest::proptest! {
-        /// For every finite float: the text reads back to it, in fixed notation, with no more
-        /// digits than `{}` (also shortest) writes; where the two differ, it is at an exact tie,
-        /// which `{}` rounds up and Go and Ryū round to even.
-        #[test]
-        fn fixed_reads_back_and_is_shortest(bits in proptest::prelude::any::<u64>()) {
-            let v = f64::from_bits(bits);
-            if v.is_finite() {
-                let mut out = Vec::new();
-                fixed(&mut out, v);
-                let ours = String::from_utf8(out).unwrap();
-                proptest::prop_assert!(!ours.contains('e'), "{}", ours);
-                proptest::prop_assert_eq!(ours.parse::<f64>().unwrap().to_bits(), bits);
-                let display = format!("{v}");
-                proptest::prop_assert!(
-                    significant(&ours).len() <= significant(&display).len(),
-                    "{} against {}", ours, display
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn an_exact_tie_rounds_to_even_as_go_does() {
-        // 235005019659324.625 is a double; .62 and .63 both read back to it, equally near.
-        // Go's strconv writes .62 (round half to even); Rust's `{}` writes .63.
-        let v = f64::from_bits(4_821_868_162_288_158_612);
-        assert_eq!(float_text(v), "235005019659324.62");
-        assert_eq!(format!("{v}"), "235005019659324.63");
-    }
-
-    #[test]
-    fn fixed_lays_out_digits_either_side_of_the_point() {
-        for v in [
-            0.0,
-            -0.0,
-            1.0,
-            0.1,
-            1e21,
-            1e22,
-            1.5e-7,
-            123.456,
-            1e15,
-            1e16,
-            1e17,
-            5e-324,
-            f64::MAX,
-            f64::MIN_POSITIVE,
-            -2.5e-5,
-            9007199254740993.0,
-        ] {
-            let mut out = Vec::new();
-            fixed(&mut out, v);
-            assert_eq!(String::from_utf8(out).unwrap(), format!("{v}"), "{v:e}");
-        }
-    }
-
     #[test]
     fn floats_and_times_print_as_prometheus_prints_them() {
-        assert_eq!(float_text(1.0), "1");
-        assert_eq!(float_text(0.1), "0.1");
-        assert_eq!(float_text(-0.0), "-0");
-        assert_eq!(float_text(1e21), "1000000000000000000000");
-        assert_eq!(float_text(1.5e-7), "0.00000015");
-        assert_eq!(float_text(f64::NAN), "NaN");
-        assert_eq!(float_text(f64::NEG_INFINITY), "-Inf");
+        assert_eq!(format::float(1.0), "1");
+        assert_eq!(format::float(0.1), "0.1");
+        assert_eq!(format::float(-0.0), "-0");
+        assert_eq!(format::float(1e21), "1000000000000000000000");
+        assert_eq!(format::float(1.5e-7), "0.00000015");
+        assert_eq!(format::float(f64::NAN), "NaN");
+        assert_eq!(format::float(f64::NEG_INFINITY), "-Inf");
         assert_eq!(text(|o| time(o, 1_435_781_451_781)), "1435781451.781");
         assert_eq!(text(|o| time(o, 1_435_781_451_780)), "1435781451.78");
         assert_eq!(text(|o| time(o, 1_000)), "1");

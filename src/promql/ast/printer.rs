@@ -66,13 +66,7 @@ pub fn format_go_float(v: f64) -> String {
 
 /// Formats a float as Go's `strconv.FormatFloat(v, 'f', -1, 64)`.
 pub(crate) fn format_float_plain(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".to_string()
-    } else if v.is_infinite() {
-        if v > 0.0 { "+Inf" } else { "-Inf" }.to_string()
-    } else {
-        format!("{v}")
-    }
+    crate::promql::format::float(v)
 }
 
 fn write_labels(f: &mut Formatter<'_>, labels: &[String]) -> fmt::Result {

@@ -224,7 +224,7 @@ impl Evaluator<'_> {
             for s in v.first().map(Vec::as_slice).unwrap_or(&[]) {
                 let value = match &s.h {
                     Some(h) => h.describe(),
-                    None => format_float(s.f),
+                    None => crate::promql::format::float(s.f),
                 };
                 let mut labels = (*s.labels).clone();
                 labels.set(label.val.clone(), value);
@@ -243,17 +243,6 @@ impl Evaluator<'_> {
             }
             Ok(out)
         })
-    }
-}
-
-/// Go's `strconv.FormatFloat(f, 'f', -1, 64)`.
-fn format_float(f: f64) -> String {
-    if f.is_nan() {
-        "NaN".to_string()
-    } else if f.is_infinite() {
-        if f > 0.0 { "+Inf" } else { "-Inf" }.to_string()
-    } else {
-        format!("{f}")
     }
 }
 

@@ -194,7 +194,6 @@ pub(super) fn decode_block_range(
     // The kept points are `lo..hi` of the block's: a run, as the block is sorted by time. A
     // time in range after the run has ended means it is not: then every point is kept.
     let (mut lo, mut hi) = (None::<usize>, None::<usize>);
-    let mut every = false;
     let (mut t, mut delta) = (0i64, 0i64);
     for i in 0..n {
         let read = reader.signed()?;
@@ -210,27 +209,21 @@ pub(super) fn decode_block_range(
             }
         }
         let inside = (mint..=maxt).contains(&t);
-        if inside && hi.is_some() && !every {
-            every = true;
-        }
-        if inside && lo.is_none() {
-            lo = Some(i);
-        }
-        if !inside && lo.is_some() && hi.is_none() {
-            hi = Some(i);
-        }
-        if inside || every {
-            points.push(Point { t, v: 0.0, row: 0 });
-        }
-    }
-    let (lo, hi) = match (every, lo) {
-        (true, _) => {
+        if inside && hi.is_some() {
             // Out of order: decode the whole block again, every point kept.
             points.truncate(base);
             return decode_block_range(block, n, i64::MIN, i64::MAX, points);
         }
-        (false, None) => (n, n),
-        (false, Some(lo)) => (lo, hi.unwrap_or(n)),
+        if inside {
+            lo.get_or_insert(i);
+            points.push(Point { t, v: 0.0, row: 0 });
+        } else if lo.is_some() && hi.is_none() {
+            hi = Some(i);
+        }
+    }
+    let (lo, hi) = match lo {
+        None => (n, n),
+        Some(lo) => (lo, hi.unwrap_or(n)),
     };
     let mut bits = 0u64;
     for i in 0..n {
