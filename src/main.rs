@@ -154,6 +154,8 @@ fn init_tracing(config: &Config, default_level: &str) {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        // Queries run on these threads; strata::limits says what this stack is known to hold.
+        .thread_stack_size(strata::limits::THREAD_STACK_BYTES)
         .enable_all()
         .build()?;
     match cli.command {

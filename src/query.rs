@@ -7,7 +7,7 @@
 //! unknown names, types, division by zero) are the client's (400); only failures of the server
 //! are 500.
 
-use std::sync::Arc;
+use std::{ops::ControlFlow, sync::Arc};
 
 use arrow::array::{AsArray, RecordBatch};
 use arrow_schema::SchemaRef;
@@ -20,14 +20,23 @@ use datafusion::{
     execution::{object_store::ObjectStoreUrl, runtime_env::RuntimeEnv},
     logical_expr::{Expr, ExprSchemable, Operator, col, lit},
     prelude::{SessionConfig, SessionContext},
-    sql::parser::Statement,
+    sql::{
+        parser::Statement,
+        sqlparser::{
+            ast::{self, Visit, Visitor},
+            keywords::Keyword,
+        },
+    },
 };
 use object_store::ObjectStore;
 use strata_projections::table::{
     TableScan, TableSnapshot, rows::ROW_ID, strings_as_declared, strings_as_declared_schema,
 };
 
-use crate::error::{Error, Result};
+use crate::{
+    error::{Error, Result},
+    limits::{GATE_FACTOR, MAX_SQL_DEPTH, Shape, depth_bound, too_deep},
+};
 
 /// The rows a query produced.
 #[derive(Debug)]
@@ -62,7 +71,9 @@ pub fn parse(ctx: &SessionContext, sql: &str) -> Result<Statement> {
     }
     let state = ctx.state();
     let dialect = state.config().options().sql_parser.dialect;
+    check_sql_tokens(sql)?;
     let statement = state.sql_to_statement(sql, &dialect).map_err(classify)?;
+    check_statement_depth(&statement)?;
     let is_query = matches!(
         &statement,
         Statement::Statement(inner) if matches!(**inner, datafusion::sql::sqlparser::ast::Statement::Query(_))
@@ -141,6 +152,12 @@ pub async fn matching_as(
         Error::BadRequest(message) => Error::BadRequest(format!("invalid {what}: {message}")),
         other => other,
     };
+    check_sql_tokens(predicate)?;
+    let state = ctx.state();
+    let dialect = state.config().options().sql_parser.dialect;
+    let parsed = state.sql_to_expr(predicate, &dialect).map_err(invalid)?;
+    check_depth(&parsed)?;
+    drop(parsed);
     let expr = ctx.parse_sql_expr(predicate, &schema).map_err(invalid)?;
     let kind = expr.get_type(&schema).map_err(invalid)?;
     if !matches!(
@@ -222,6 +239,91 @@ fn as_row_id(value: &ScalarValue) -> Option<u64> {
     }
 }
 
+/// Refuses, before it is parsed, SQL whose tokens could build a tree too deep to parse, walk
+/// or even drop on the server's stacks (see [`crate::limits`]).
+pub fn check_sql_tokens(sql: &str) -> Result<()> {
+    use datafusion::sql::sqlparser::{
+        dialect::GenericDialect,
+        tokenizer::{Token, Tokenizer},
+    };
+    // A text that does not tokenize is refused by the parser, which tokenizes first.
+    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize() else {
+        return Ok(());
+    };
+    let shapes = tokens.iter().filter_map(|token| {
+        Some(match token {
+            Token::Whitespace(_) | Token::EOF => return None,
+            Token::LParen | Token::LBracket | Token::LBrace => Shape::Open,
+            Token::RParen | Token::RBracket | Token::RBrace => Shape::Close,
+            Token::Comma | Token::SemiColon => Shape::Separator,
+            Token::Word(word) if word.keyword == Keyword::NoKeyword => Shape::Operand,
+            Token::Number(..)
+            | Token::SingleQuotedString(_)
+            | Token::DoubleQuotedString(_)
+            | Token::NationalStringLiteral(_)
+            | Token::EscapedStringLiteral(_)
+            | Token::HexStringLiteral(_)
+            | Token::Placeholder(_) => Shape::Operand,
+            _ => Shape::Operator,
+        })
+    });
+    if depth_bound(shapes) > GATE_FACTOR * MAX_SQL_DEPTH {
+        return Err(Error::BadRequest(too_deep("SQL expression", MAX_SQL_DEPTH)));
+    }
+    Ok(())
+}
+
+/// Refuses a parsed statement whose expressions nest deeper than [`MAX_SQL_DEPTH`], before it
+/// is planned.
+pub fn check_statement_depth(statement: &Statement) -> Result<()> {
+    match statement {
+        Statement::Statement(inner) => check_depth(inner.as_ref()),
+        // DataFusion's own statements (COPY, CREATE EXTERNAL TABLE, EXPLAIN) are refused later,
+        // and the ones that hold a query are only as deep as the query's tokens allowed.
+        _ => Ok(()),
+    }
+}
+
+/// Refuses a parsed node (a statement, an expression) nesting deeper than [`MAX_SQL_DEPTH`].
+pub fn check_depth<N: Visit>(node: &N) -> Result<()> {
+    /// Counts the expressions and queries open on the way down; breaks past the limit, so its
+    /// own recursion never goes deeper than that.
+    struct Depth {
+        open: usize,
+    }
+    impl Visitor for Depth {
+        type Break = ();
+        fn pre_visit_query(&mut self, _: &ast::Query) -> ControlFlow<()> {
+            self.enter()
+        }
+        fn post_visit_query(&mut self, _: &ast::Query) -> ControlFlow<()> {
+            self.open -= 1;
+            ControlFlow::Continue(())
+        }
+        fn pre_visit_expr(&mut self, _: &ast::Expr) -> ControlFlow<()> {
+            self.enter()
+        }
+        fn post_visit_expr(&mut self, _: &ast::Expr) -> ControlFlow<()> {
+            self.open -= 1;
+            ControlFlow::Continue(())
+        }
+    }
+    impl Depth {
+        fn enter(&mut self) -> ControlFlow<()> {
+            self.open += 1;
+            if self.open > MAX_SQL_DEPTH {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        }
+    }
+    match node.visit(&mut Depth { open: 0 }) {
+        ControlFlow::Continue(()) => Ok(()),
+        ControlFlow::Break(()) => Err(Error::BadRequest(too_deep("SQL expression", MAX_SQL_DEPTH))),
+    }
+}
+
 /// Whose fault a DataFusion error is.
 pub fn classify(error: DataFusionError) -> Error {
     let root = error.find_root();
@@ -275,6 +377,51 @@ fn unwrapped(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn refused(sql: &str) -> bool {
+        let refusal = |r: Result<()>| matches!(r, Err(Error::BadRequest(m)) if m.contains("nests deeper than 1000 levels"));
+        if refusal(check_sql_tokens(sql)) {
+            return true;
+        }
+        let ctx = SessionContext::new();
+        let statement = ctx
+            .state()
+            .sql_to_statement(sql, &Default::default())
+            .unwrap();
+        refusal(check_statement_depth(&statement))
+    }
+
+    #[test]
+    fn sql_nesting_is_bounded() {
+        // As a query runs in the server: on a thread with its stack.
+        std::thread::Builder::new()
+            .stack_size(crate::limits::THREAD_STACK_BYTES)
+            .spawn(sql_nesting_checks)
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    fn sql_nesting_checks() {
+        let chain = |n: usize| format!("SELECT {} AS x", vec!["1"; n].join(" + "));
+        assert!(!refused(&chain(MAX_SQL_DEPTH - 1)));
+        assert!(refused(&chain(MAX_SQL_DEPTH + 1)));
+        // Refused by the bound over tokens, unparsed.
+        assert!(check_sql_tokens(&chain(100_000)).is_err());
+        let ors = (0..2000)
+            .map(|i| format!("a = {i}"))
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        assert!(refused(&format!("SELECT * FROM t WHERE {ors}")));
+        // Lists are flat.
+        let list = (0..100_000)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        assert!(!refused(&format!("SELECT * FROM t WHERE a IN ({list})")));
+        let rows = vec!["(1, 'a', -2.5)"; 50_000].join(", ");
+        assert!(check_sql_tokens(&format!("INSERT INTO t VALUES {rows}")).is_ok());
+    }
 
     fn parse_expr(sql: &str) -> Expr {
         let schema = DFSchema::try_from(arrow_schema::Schema::new(vec![

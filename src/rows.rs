@@ -12,18 +12,23 @@
 //! strings, a bool column booleans, a vector column arrays of exactly its dimension; timestamps
 //! and dates take RFC 3339 strings or integers. Every refusal names the column and the row.
 
-use std::{collections::HashSet, io::Cursor, sync::Arc};
+mod ipc;
+
+use std::{collections::HashSet, sync::Arc};
 
 use arrow::{
     array::{Array, ArrayRef, RecordBatch, new_null_array},
     compute::{CastOptions, cast_with_options},
-    ipc::{reader::StreamReader, writer::StreamWriter},
+    ipc::writer::StreamWriter,
     util::display::FormatOptions,
 };
 use arrow_schema::{DataType, SchemaRef};
 use serde_json::Value;
 
-use crate::error::{Error, Result};
+use crate::{
+    error::{Error, Result},
+    limits::MAX_DECODED_ROWS_BYTES,
+};
 
 /// The media type of an Arrow IPC stream.
 pub const ARROW_STREAM: &str = "application/vnd.apache.arrow.stream";
@@ -36,16 +41,47 @@ pub enum RowsBody {
 }
 
 impl RowsBody {
-    /// The rows as one batch in `schema` (a table's columns, without `_row_id`).
+    /// The rows as one batch in `schema` (a table's columns, without `_row_id`); at most
+    /// [`max_rows`] of them.
     pub fn into_batch(self, schema: &SchemaRef) -> Result<RecordBatch> {
+        let max_rows = max_rows(schema);
         match self {
-            RowsBody::Json(bytes) => from_json(&bytes, schema),
-            RowsBody::ArrowIpc(bytes) => coerce(from_ipc(&bytes)?, schema),
+            RowsBody::Json(bytes) => from_json(&bytes, schema, max_rows),
+            RowsBody::ArrowIpc(bytes) => coerce(ipc::read_one_batch(&bytes, max_rows)?, schema),
         }
     }
 }
 
-fn from_json(bytes: &[u8], schema: &SchemaRef) -> Result<RecordBatch> {
+/// How many rows one request may write into a table of `schema`: as many as fit in
+/// [`MAX_DECODED_ROWS_BYTES`] decoded.
+pub fn max_rows(schema: &SchemaRef) -> usize {
+    let width: usize = schema
+        .fields()
+        .iter()
+        .map(|f| decoded_width(f.data_type()) + 1)
+        .sum();
+    MAX_DECODED_ROWS_BYTES / width.max(1)
+}
+
+/// The bytes one value of `data_type` takes decoded, not counting variable-length data (which
+/// the body itself carries).
+fn decoded_width(data_type: &DataType) -> usize {
+    use DataType::*;
+    match data_type {
+        Null => 0,
+        Boolean => 1,
+        Utf8 | Binary | List(_) => 4,
+        LargeUtf8 | LargeBinary | LargeList(_) => 8,
+        Utf8View | BinaryView => 16,
+        FixedSizeBinary(n) => usize::try_from(*n).unwrap_or(0),
+        FixedSizeList(item, n) => usize::try_from(*n)
+            .unwrap_or(0)
+            .saturating_mul(decoded_width(item.data_type())),
+        other => other.primitive_width().unwrap_or(8),
+    }
+}
+
+fn from_json(bytes: &[u8], schema: &SchemaRef, max_rows: usize) -> Result<RecordBatch> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(Error::BadRequest(
             "a JSON request body is required: {\"data\": [rows]}".to_owned(),
@@ -66,6 +102,12 @@ fn from_json(bytes: &[u8], schema: &SchemaRef) -> Result<RecordBatch> {
     if let Some(extra) = envelope.keys().next() {
         return Err(Error::BadRequest(format!(
             "unknown field {extra:?} in the body; it holds only \"data\""
+        )));
+    }
+    if rows.len() > max_rows {
+        return Err(Error::BadRequest(format!(
+            "the body holds {} rows; one request takes at most {max_rows} rows into this table",
+            rows.len()
         )));
     }
     let columns: HashSet<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
@@ -128,27 +170,6 @@ fn clean(message: &str) -> &str {
         .or_else(|| message.strip_prefix("Cast error: "))
         .or_else(|| message.strip_prefix("Invalid argument error: "))
         .unwrap_or(message)
-}
-
-fn from_ipc(bytes: &[u8]) -> Result<RecordBatch> {
-    let reader = StreamReader::try_new(Cursor::new(bytes), None).map_err(|e| {
-        Error::BadRequest(format!(
-            "the body is not an Arrow IPC stream: {}",
-            clean(&e.to_string())
-        ))
-    })?;
-    let mut batches = reader.collect::<Result<Vec<_>, _>>().map_err(|e| {
-        Error::BadRequest(format!(
-            "the body is not a valid Arrow IPC stream: {}",
-            clean(&e.to_string())
-        ))
-    })?;
-    match batches.len() {
-        1 => Ok(batches.remove(0)),
-        n => Err(Error::BadRequest(format!(
-            "an Arrow IPC body must hold exactly one record batch; this one holds {n}"
-        ))),
-    }
 }
 
 /// Matches the columns of `batch` to `schema` by name and casts them to its types.

@@ -24,6 +24,7 @@ pub struct ServerInfo {
 }
 
 pub async fn serve(config: Config) -> anyhow::Result<()> {
+    crate::panics::install_hook();
     let Some(data_dir) = DataDir::try_acquire(&config.data_dir)? else {
         bail!(
             "data directory {} is in use by another strata process",

@@ -397,7 +397,9 @@ async fn remove_local_dir(dir: &std::path::Path) {
 }
 
 /// Runs blocking work (file and sled I/O) off the async runtime.
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T> {
+pub(crate) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T> {
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|error| Error::Internal(format!("blocking task failed: {error}")))

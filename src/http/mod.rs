@@ -10,6 +10,7 @@ mod data_plane;
 mod documents;
 pub mod error;
 mod forward;
+mod panics;
 mod platform;
 mod promql;
 mod samples;
@@ -73,8 +74,21 @@ pub fn platform(state: AppState) -> Router {
 }
 
 fn observe(listener: &'static str, routes: Router, state: AppState) -> Router {
+    let routes = routes.route_layer(middleware::from_fn(record_route));
+    #[cfg(debug_assertions)]
+    let routes = if panics::failpoints::armed() {
+        routes.layer(middleware::from_fn_with_state(
+            listener,
+            panics::failpoints::panic_on_request,
+        ))
+    } else {
+        routes
+    };
     routes
-        .route_layer(middleware::from_fn(record_route))
+        // Inside the request's span and id, so a caught panic is logged and counted as a 500.
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+            panics::PanicAnswer { listener },
+        ))
         .layer(middleware::from_fn_with_state(
             (listener, state),
             request_context,

@@ -40,17 +40,29 @@ pub use histogram::{CounterResetHint, HistogramItem};
 pub use number::parse_duration;
 pub use series::{STALE_NAN_BITS, SeriesDescription, SeriesItem, parse_series_description};
 
+use crate::limits::{GATE_FACTOR, MAX_PROMQL_DEPTH, Shape, depth_bound, too_deep};
 use crate::promql::ast::{Expr, Matcher};
 use crate::promql::lexer::{Token, TokenKind, lex};
 
 /// Parses a PromQL query.
+///
+/// An expression nesting deeper than [`MAX_PROMQL_DEPTH`] is refused (see [`crate::limits`]):
+/// first by a bound over its tokens, before it is parsed, then by the parser's own nesting,
+/// then by the depth of the tree it parsed, before anything else walks that tree.
 pub fn parse(query: &str) -> Result<Expr, ParseErrors> {
     let mut p = Parser::new(query);
+    let bound = depth_bound(p.tokens.iter().filter_map(|t| shape(t.kind)));
+    if bound > GATE_FACTOR * MAX_PROMQL_DEPTH {
+        return Err(ParseErrors(vec![p.too_deep()]));
+    }
     let parsed = p.parse_query();
     let mut expr = match parsed {
         Ok(e) if p.errors.is_empty() => e,
         _ => return Err(ParseErrors(p.errors)),
     };
+    if deeper_than(&expr, MAX_PROMQL_DEPTH) {
+        return Err(ParseErrors(vec![p.too_deep()]));
+    }
     let mut checker = check::Checker::new(query);
     checker.check(&mut expr);
     if checker.errors.is_empty() {
@@ -60,6 +72,27 @@ pub fn parse(query: &str) -> Result<Expr, ParseErrors> {
         Ok(expr)
     } else {
         Err(ParseErrors(checker.errors))
+    }
+}
+
+/// What a token does to nesting, for the bound checked before parsing.
+fn shape(kind: TokenKind) -> Option<Shape> {
+    use TokenKind as T;
+    Some(match kind {
+        T::Eof | T::Error | T::Comment => return None,
+        T::LeftParen | T::LeftBrace | T::LeftBracket => Shape::Open,
+        T::RightParen | T::RightBrace | T::RightBracket => Shape::Close,
+        T::Comma => Shape::Separator,
+        T::Identifier | T::MetricIdentifier | T::String | T::Number | T::Duration => Shape::Operand,
+        _ => Shape::Operator,
+    })
+}
+
+/// Whether `expr` is more than `levels` deep; it stops there, so it recurses no deeper.
+fn deeper_than(expr: &Expr, levels: usize) -> bool {
+    match levels.checked_sub(1) {
+        None => true,
+        Some(below) => expr.children().into_iter().any(|c| deeper_than(c, below)),
     }
 }
 
@@ -90,6 +123,9 @@ pub(crate) struct Parser<'a> {
     /// How many aggregations enclose the current position; Prometheus reports syntax errors
     /// inside them `in aggregation`.
     agg_depth: usize,
+    /// How many expressions (and duration expressions) enclose the current position; past
+    /// [`MAX_PROMQL_DEPTH`] the parse stops, before its recursion can exhaust the stack.
+    depth: usize,
     /// End of the last consumed token.
     last_end: usize,
 }
@@ -106,6 +142,7 @@ impl<'a> Parser<'a> {
             idx: 0,
             errors: Vec::new(),
             agg_depth: 0,
+            depth: 0,
             last_end: 0,
         }
     }
@@ -120,6 +157,33 @@ impl<'a> Parser<'a> {
             return Err(self.unexpected(None, None));
         }
         Ok(e)
+    }
+
+    /// The error of an expression nesting too deep; it concerns the whole query.
+    fn too_deep(&self) -> ParseError {
+        ParseError::new(
+            self.query,
+            0,
+            self.query.len(),
+            too_deep("expression", MAX_PROMQL_DEPTH),
+        )
+    }
+
+    /// Enters one more level of nesting (an expression within an expression): past the
+    /// limit, the parse stops with the error of [`Parser::too_deep`]. Every `enter` that
+    /// succeeds is matched by a [`Parser::leave`].
+    fn enter(&mut self) -> PResult<()> {
+        if self.depth >= MAX_PROMQL_DEPTH {
+            let error = self.too_deep();
+            self.errors.push(error);
+            return Err(Stop);
+        }
+        self.depth += 1;
+        Ok(())
+    }
+
+    fn leave(&mut self) {
+        self.depth -= 1;
     }
 
     /// The current token (the last one, `Eof` or `Error`, repeats).

@@ -263,7 +263,7 @@ fn bad_arrow_bodies_are_refused() {
 fn rows_render_as_ipc_and_json() {
     let batch = json(r#"{"data": [{"title": "a", "n": 2, "v": [1, 2]}]}"#).unwrap();
     let bytes = to_ipc(&schema(), std::slice::from_ref(&batch)).unwrap();
-    let back = from_ipc(&bytes).unwrap();
+    let back = ipc::read_one_batch(&bytes, usize::MAX).unwrap();
     assert_eq!(back, batch);
     let text = String::from_utf8(to_json(&[batch]).unwrap()).unwrap();
     let value: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -272,4 +272,85 @@ fn rows_render_as_ipc_and_json() {
     assert_eq!(value["data"][0]["at"], serde_json::Value::Null);
     assert_eq!(value["data"][0]["v"], serde_json::json!([1.0, 2.0]));
     assert_eq!(to_json(&[]).unwrap(), b"{\"data\":[]}");
+}
+
+/// The bodies of ../shared/repro/arrow: each crashed the server once (an abort on a huge
+/// allocation, or a panic in the arrow crates). The valid one reads; every other is refused.
+#[test]
+fn hostile_arrow_bodies_are_refused_with_a_reason() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/repro/arrow");
+    let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
+    let arrowt = Arc::new(Schema::new(vec![
+        Field::new("title", DataType::Utf8, true),
+        Field::new("n", DataType::Int64, true),
+        Field::new(
+            "v",
+            DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), 4),
+            true,
+        ),
+    ]));
+    let valid = RowsBody::ArrowIpc(read("valid.arrows"))
+        .into_batch(&arrowt)
+        .unwrap();
+    assert_eq!(valid.num_rows(), 100);
+    let refused = |bytes: Vec<u8>| message(RowsBody::ArrowIpc(bytes).into_batch(&arrowt));
+    let alloc = refused(read("alloc-abort.arrows"));
+    assert!(alloc.contains("bytes remain"), "{alloc}");
+    for name in [
+        "panic-0.arrows",
+        "panic-1.arrows",
+        "panic-2.arrows",
+        "panic-3.arrows",
+        "panic-drops-connection.arrows",
+    ] {
+        let message = refused(read(name));
+        assert!(!message.is_empty(), "{name}");
+    }
+    // 2 GiB of metadata stated in 72 bytes.
+    let mut stated = vec![0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x7F];
+    stated.extend([0u8; 64]);
+    let message = refused(stated);
+    assert!(
+        message.contains("states 2147483647 bytes of metadata, but 64 bytes remain"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_body_may_not_state_more_rows_than_a_request_takes() {
+    let batch = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new(
+            "title",
+            DataType::Utf8,
+            false,
+        )])),
+        vec![Arc::new(StringArray::from(vec!["a", "b", "c"]))],
+    )
+    .unwrap();
+    let bytes = ipc(&[batch]);
+    let error = ipc::read_one_batch(&bytes, 2).unwrap_err().to_string();
+    assert!(error.contains("at most 2 rows"), "{error}");
+    // A null 2-dimension vector and the rest: each row takes its columns' width decoded.
+    assert_eq!(
+        max_rows(&schema()),
+        MAX_DECODED_ROWS_BYTES / (4 + 8 + 8 + 8 + 4)
+    );
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+    /// Any change of up to 8 bytes of a valid body is read or refused; never an abort or an
+    /// unanswered panic.
+    #[test]
+    fn mutated_arrow_bodies_never_crash(
+        changes in proptest::collection::vec((0usize..4376, proptest::num::u8::ANY), 1..8)
+    ) {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/repro/arrow");
+        let mut bytes = std::fs::read(dir.join("valid.arrows")).unwrap();
+        for (at, byte) in changes {
+            let at = at % bytes.len();
+            bytes[at] = byte;
+        }
+        let _ = ipc::read_one_batch(&bytes, 1_000_000);
+    }
 }

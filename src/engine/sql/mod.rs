@@ -182,9 +182,11 @@ impl Engine {
         }
         let state = ctx.state();
         let dialect = state.config().options().sql_parser.dialect;
+        query::check_sql_tokens(sql)?;
         let statement = state
             .sql_to_statement(sql, &dialect)
             .map_err(query::classify)?;
+        query::check_statement_depth(&statement)?;
         let Statement::Statement(inner) = &statement else {
             return Err(unsupported());
         };

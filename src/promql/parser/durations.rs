@@ -43,6 +43,17 @@ impl Parser<'_> {
         ctx: &DurationCtx,
         min_prec: u8,
     ) -> PResult<DurationExpr> {
+        self.enter()?;
+        let parsed = self.parse_duration_expr_within(ctx, min_prec);
+        self.leave();
+        parsed
+    }
+
+    fn parse_duration_expr_within(
+        &mut self,
+        ctx: &DurationCtx,
+        min_prec: u8,
+    ) -> PResult<DurationExpr> {
         let mut lhs = self.parse_duration_unary(ctx)?;
         while let Some(op) = duration_op(self.peek_kind()) {
             let prec = precedence(op);

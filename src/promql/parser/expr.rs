@@ -72,6 +72,13 @@ fn keyword_function(t: &Token) -> Option<String> {
 impl Parser<'_> {
     /// Parses operators binding at least as tightly as `min_prec` (0: everything).
     pub(crate) fn parse_expr(&mut self, min_prec: u8) -> PResult<Expr> {
+        self.enter()?;
+        let parsed = self.parse_expr_within(min_prec);
+        self.leave();
+        parsed
+    }
+
+    fn parse_expr_within(&mut self, min_prec: u8) -> PResult<Expr> {
         let mut lhs = self.parse_unary()?;
         while let Some(op) = binary_op(self.peek_kind()) {
             let prec = op.precedence();

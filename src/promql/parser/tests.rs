@@ -1109,3 +1109,40 @@ fn histogram_series_descriptions() {
     assert!(parse_series_description("m {{schema:0}}+{{schema:1}}x2").is_ok());
     assert!(parse_series_description("m {{schema:2}}+{{schema:1}}x2").is_err());
 }
+
+/// Runs `work` on a thread with the server's stack, as a query runs in the server.
+fn on_server_stack<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::Builder::new()
+        .stack_size(crate::limits::THREAD_STACK_BYTES)
+        .spawn(work)
+        .unwrap()
+        .join()
+        .unwrap()
+}
+
+#[test]
+fn nesting_is_bounded_before_it_can_exhaust_the_stack() {
+    let limit = MAX_PROMQL_DEPTH;
+    let message = format!("nests deeper than {limit} levels");
+    on_server_stack(move || {
+        let parens = |n: usize| format!("{}1{}", "(".repeat(n), ")".repeat(n));
+        let chain = |n: usize| vec!["x"; n].join(" + ");
+        // At the limit: parsed.
+        assert!(parse(&parens(limit - 1)).is_ok());
+        assert!(parse(&chain(limit)).is_ok());
+        // Past it, by the parser's nesting, by the tree's depth, by the bound over tokens.
+        for query in [
+            parens(limit),
+            chain(limit + 1),
+            format!("{}1", "-".repeat(limit + 1)),
+            format!("x[{}5m{}]", "(".repeat(limit), ")".repeat(limit)),
+            format!("x[{}]", vec!["5m"; limit * 10].join(" + ")),
+            chain(1_000_000),
+            parens(1_000_000),
+        ] {
+            let error = err(&query);
+            assert!(error.contains(&message), "{}: {error}", &query[..20]);
+            assert!(error.starts_with("1:1: parse error: "), "{error}");
+        }
+    });
+}

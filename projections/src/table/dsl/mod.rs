@@ -736,6 +736,11 @@ impl Compiler<'_> {
             .and_then(Value::as_str)
             .filter(|f| *f != "*")
             .map(str::to_owned);
+        if nesting(text) > MAX_QUERY_STRING_DEPTH {
+            return Err(parsing(format!(
+                "[query_string] nests parentheses deeper than {MAX_QUERY_STRING_DEPTH} levels, the limit"
+            )));
+        }
         let ast = tantivy::query_grammar::parse_query(text).map_err(|_| DslError {
             kind: "query_shard_exception",
             reason: format!("Failed to parse query [{text}]"),
@@ -1210,6 +1215,31 @@ fn regex_syntax_escape_str(text: &str) -> String {
     text.chars().map(regex_syntax_escape).collect()
 }
 
+/// The deepest a `query_string` may nest its parentheses: tantivy's query grammar recurses
+/// once (and more) per level, so a deeper text could exhaust the stack of the thread parsing
+/// it, which aborts the process.
+pub const MAX_QUERY_STRING_DEPTH: usize = 1000;
+
+/// How deep the parentheses of a query string nest, outside quoted phrases and escapes.
+fn nesting(text: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut quoted, mut escaped) = (false, false);
+    for c in text.chars() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '"' => quoted = !quoted,
+            '(' if !quoted => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            ')' if !quoted => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1269,5 +1299,32 @@ mod tests {
             let error = compile(&schema, &query, NOW).err().unwrap();
             assert!(error.reason.contains(needle), "{query}: {}", error.reason);
         }
+    }
+
+    #[test]
+    fn query_string_nesting_is_bounded() {
+        assert_eq!(nesting(r#"(a OR (b AND "(((")) \((c)"#), 2);
+        // At the limit on the server's stack (32 MiB), with half of it: parsed. Past it: refused.
+        std::thread::Builder::new()
+            .stack_size(16 << 20)
+            .spawn(|| {
+                let schema = DocsSchema::new();
+                let text = |n: usize| format!("{}a{}", "(".repeat(n), ")".repeat(n));
+                let at =
+                    serde_json::json!({"query_string": {"query": text(MAX_QUERY_STRING_DEPTH)}});
+                assert!(compile(&schema, &at, NOW).is_ok());
+                for n in [MAX_QUERY_STRING_DEPTH + 1, 100_000] {
+                    let past = serde_json::json!({"query_string": {"query": text(n)}});
+                    let error = compile(&schema, &past, NOW).err().unwrap();
+                    assert!(
+                        error.reason.contains("deeper than 1000 levels"),
+                        "{}",
+                        error.reason
+                    );
+                }
+            })
+            .unwrap()
+            .join()
+            .unwrap();
     }
 }
