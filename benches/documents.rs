@@ -27,6 +27,7 @@
 #[allow(dead_code)]
 mod generator;
 mod logs;
+mod platform;
 #[allow(dead_code)]
 mod server;
 
@@ -42,6 +43,7 @@ use std::{
 };
 
 use clap::{Parser, Subcommand};
+use platform::{DATASET, Platform, bulk_bodies};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde_json::{Value, json};
 use server::Server;
@@ -79,9 +81,7 @@ enum Bench {
 }
 
 const SEED: u64 = 1998;
-const PER_REQUEST: usize = 1000;
 const WARM_UP: usize = 20;
-const DATASET: &str = "logs";
 
 fn main() {
     let args = Args::parse_from(std::env::args().filter(|a| a != "--bench"));
@@ -96,85 +96,6 @@ fn main() {
     if args.dir.is_none() {
         let _ = std::fs::remove_dir_all(&scratch);
     }
-}
-
-/// A platform-API client signing with the root user's keys.
-#[derive(Clone)]
-struct Platform {
-    http: reqwest::Client,
-    base: String,
-    keys: (String, String),
-}
-
-impl Platform {
-    fn of(server: &Server, dir: &Path) -> Platform {
-        let created = server::admin(
-            dir,
-            &["users", "create-root", "--account", "bench", "--json"],
-        );
-        let user: Value = serde_json::from_str(&created).unwrap();
-        Platform {
-            http: reqwest::Client::new(),
-            base: server.platform_url.clone(),
-            keys: (
-                user["access_key"].as_str().unwrap().to_owned(),
-                user["secret_key"].as_str().unwrap().to_owned(),
-            ),
-        }
-    }
-
-    async fn send(&self, method: &str, path: &str, content_type: &str, body: Vec<u8>) -> Value {
-        let headers = strata::sigv4::sign(
-            &strata::sigv4::Outgoing {
-                method,
-                host: self.base.trim_start_matches("http://"),
-                path_and_query: path,
-                headers: &[("content-type", content_type)],
-                body: &body,
-            },
-            (&self.keys.0, &self.keys.1),
-            ("us-east-1", "strata"),
-            chrono::Utc::now(),
-        );
-        let mut request = self.http.request(
-            reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
-            format!("{}{path}", self.base),
-        );
-        for (name, value) in headers {
-            request = request.header(name, value);
-        }
-        let response = request.body(body).send().await.unwrap();
-        let status = response.status();
-        let answer: Value = response.json().await.unwrap();
-        assert!(status.is_success(), "{method} {path}: {status} {answer}");
-        answer
-    }
-
-    async fn search(&self, body: &Value) -> Value {
-        self.send(
-            "POST",
-            &format!("/{DATASET}/_search"),
-            "application/json",
-            body.to_string().into_bytes(),
-        )
-        .await
-    }
-}
-
-/// The bulk bodies: `PER_REQUEST` records each, every one an index action.
-fn bulk_bodies(records: &[String]) -> Vec<Vec<u8>> {
-    records
-        .chunks(PER_REQUEST)
-        .map(|chunk| {
-            let mut body = String::with_capacity(chunk.iter().map(|r| r.len() + 14).sum());
-            for record in chunk {
-                body.push_str("{\"index\":{}}\n");
-                body.push_str(record);
-                body.push('\n');
-            }
-            body.into_bytes()
-        })
-        .collect()
 }
 
 /// Loads `bodies` into a new server in `dir` with `clients` concurrent clients; returns the

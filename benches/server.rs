@@ -51,7 +51,12 @@ impl Server {
     /// Starts a server again on a directory `start` prepared, with the same key.
     pub fn resume(dir: &Path, key: String, extra: &[&str]) -> Server {
         let bin = env!("CARGO_BIN_EXE_strata");
-        let child = Command::new(bin)
+        let mut command = Command::new(bin);
+        // Another allocator for the server alone, to compare side by side (docs/benchmarks.md).
+        if let Ok(preload) = std::env::var("STRATA_BENCH_PRELOAD") {
+            command.env("LD_PRELOAD", preload);
+        }
+        let child = command
             .args([
                 "serve",
                 "--data-addr",
@@ -95,6 +100,17 @@ impl Server {
             assert!(Instant::now() < deadline, "the server did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// The server's resident memory, from /proc (the contention benchmark's only).
+    #[allow(dead_code)]
+    pub fn rss_bytes(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024)
     }
 
     pub async fn post(&self, http: &reqwest::Client, path: &str, body: &Value) -> Value {
