@@ -296,7 +296,7 @@ async fn install_file(
 /// it starts inherit, tantivy's indexing threads among them): segment flushes and merges yield
 /// the cores to requests and queries, as a database's background compaction does, and still
 /// get a share when the machine is busy. Where the priority cannot be set, it runs as it is.
-fn low_priority<T: Send>(work: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+pub(super) fn low_priority<T: Send>(work: impl FnOnce() -> Result<T> + Send) -> Result<T> {
     std::thread::scope(|scope| {
         let thread = std::thread::Builder::new()
             .name("strata-segment".to_owned())

@@ -29,6 +29,7 @@ mod index;
 pub mod ip;
 mod maintenance;
 mod manifest;
+mod merge;
 mod provider;
 pub mod rows;
 pub mod search;
@@ -228,6 +229,8 @@ struct State {
     memtable_bytes: usize,
     memtable_since: Option<Instant>,
     flushing: Option<Flushing>,
+    /// A background merge of the memtable's batches is running (see [`merge`]).
+    merging: bool,
     segments: Vec<Segment>,
     next_segment: u64,
     compacting: bool,
@@ -304,6 +307,7 @@ impl TableProjection {
             memtable_bytes: 0,
             memtable_since: None,
             flushing: None,
+            merging: false,
             segments: Vec::new(),
             next_segment: 1,
             compacting: false,
@@ -410,7 +414,9 @@ impl Projection for TableProjection {
             }
         }
         state.applied = checkpoint;
-        if state.memtable.len() > shared.options.memtable_batches {
+        if merge::in_background(shared) {
+            merge::start(shared, &mut state);
+        } else if state.memtable.len() > shared.options.memtable_batches {
             merge_memtable(&mut state)?;
         }
         let flush = state.flushing.is_none()

@@ -105,8 +105,12 @@ struct Harness {
 
 impl Harness {
     async fn new(options: TableOptions) -> Harness {
+        Self::of(table(), options).await
+    }
+
+    async fn of(table: Arc<TableDef>, options: TableOptions) -> Harness {
         let mut harness = Harness {
-            table: table(),
+            table,
             dir: tempfile::tempdir().unwrap(),
             log: Arc::new(MemoryLog::new()),
             options,
@@ -241,8 +245,29 @@ fn pick(model: &BTreeMap<u64, Row>, picks: &[prop::sample::Index]) -> Vec<u64> {
     ids
 }
 
+/// The live row ids a document search finds (a dataset's: every segment's document index and
+/// every memtable batch's, merged in the background or not).
+fn documents(snapshot: &TableSnapshot) -> Vec<u64> {
+    let found = snapshot
+        .search_documents(
+            &tantivy::query::AllQuery,
+            100_000,
+            docs::Deadline::default(),
+        )
+        .unwrap();
+    let mut ids: Vec<u64> = found.hits.iter().map(|h| h.row_id).collect();
+    ids.sort_unstable();
+    assert_eq!(found.total, ids.len() as u64);
+    ids
+}
+
 async fn run(ops: Vec<Op>, options: TableOptions) {
-    let mut harness = Harness::new(options).await;
+    run_on(table(), ops, options).await
+}
+
+async fn run_on(table: Arc<TableDef>, ops: Vec<Op>, options: TableOptions) {
+    let dataset = table.dataset;
+    let mut harness = Harness::of(table, options).await;
     let mut model: BTreeMap<u64, Row> = BTreeMap::new();
     let mut next_id = 0u64;
     for op in ops {
@@ -302,6 +327,10 @@ async fn run(ops: Vec<Op>, options: TableOptions) {
             Op::Restart => harness.restart().await,
         }
         let snapshot = harness.snapshot();
+        if dataset {
+            let live: Vec<u64> = model.keys().copied().collect();
+            assert_eq!(documents(&snapshot), live);
+        }
         assert_eq!(snapshot.live_rows, model.len() as u64);
         assert_eq!(
             snapshot.live_vectors,
@@ -335,6 +364,22 @@ proptest! {
             .build()
             .unwrap()
             .block_on(run(ops, small()));
+    }
+
+    /// The same for a dataset, whose memtable merges in the background with its document
+    /// index built there: what a document search finds matches the model too.
+    #[test]
+    fn a_datasets_documents_read_back_what_a_model_holds(ops in prop::collection::vec(op(), 1..40)) {
+        let dataset = Arc::new(TableDef {
+            dataset: true,
+            ..(*table()).clone()
+        });
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(run_on(dataset, ops, TableOptions { flush_rows: 120, ..small() }));
     }
 }
 
@@ -752,4 +797,59 @@ async fn a_metrics_table_keeps_its_series_in_the_memtable_segments_and_compactio
     assert_eq!(snapshot.segments.len(), 1, "{:?}", snapshot.segments);
     assert_eq!(series_samples(&snapshot, "a"), [(2000, 20.0), (3000, 3.0)]);
     assert_eq!(series_samples(&snapshot, "b"), [(1000, 10.0)]);
+}
+
+/// A dataset's memtable merges in the background once it holds more than `memtable_batches`
+/// batches, into a batch whose document index is built before it is published: no search
+/// builds it. Rows deleted meanwhile stay deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_datasets_memtable_merges_in_the_background_with_its_index_built() {
+    let dataset = Arc::new(TableDef {
+        dataset: true,
+        ..(*table()).clone()
+    });
+    let options = TableOptions {
+        flush_rows: 1_000_000,
+        memtable_batches: 4,
+        ..TableOptions::default()
+    };
+    let harness = Harness::of(dataset, options).await;
+    for i in 0..12u64 {
+        let rows: Vec<Row> = (0..10).map(|j| (format!("r{i}"), j, false)).collect();
+        harness
+            .write(Body::RowsAppended(RowsAppended {
+                table_id: "t1".into(),
+                first_row_id: i * 10,
+                row_count: 10,
+                arrow_ipc: rows::encode_ipc(&batch(&rows)).unwrap().into(),
+                ..Default::default()
+            }))
+            .await;
+    }
+    harness
+        .write(Body::RowsDeleted(RowsDeleted {
+            table_id: "t1".into(),
+            row_ids: vec![0, 55, 119],
+            vector_count: 0,
+        }))
+        .await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let merged = loop {
+        // What the table published; readers get it at the next write or maintenance tick.
+        let snapshot = harness.handle.as_ref().unwrap().snapshot();
+        let big = snapshot.memtable.iter().find(|m| m.batch.num_rows() > 10);
+        if let Some(big) = big.filter(|_| snapshot.memtable.len() <= 4) {
+            break (snapshot.clone(), big.docs.lock().is_some());
+        }
+        assert!(std::time::Instant::now() < deadline, "no merge happened");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    let (snapshot, built) = merged;
+    assert!(
+        built,
+        "the merged batch's document index is built before it is published"
+    );
+    let live: Vec<u64> = (0..120).filter(|id| ![0, 55, 119].contains(id)).collect();
+    assert_eq!(documents(&snapshot), live);
+    assert_eq!(harness.query().await.len(), live.len());
 }

@@ -1,0 +1,144 @@
+//! Merging the memtable of a table with a document index, in the background.
+//!
+//! A memtable is many small batches (one per write); past `memtable_batches` of them they are
+//! merged, so that a snapshot stays short. A data-plane table merges in place as it applies
+//! (its text tails merge incrementally). A dataset's document index cannot merge so: a merged
+//! batch would need its tantivy index built again over every row in it, and built on first use
+//! that is the first search's wait, seconds long under ingest, repeated at every merge, with
+//! every other search of the table queued behind it.
+//!
+//! So a dataset merges here instead, off the apply path and at a low priority:
+//! - the batches to merge are the newest ones whose rows add up to at least each older one
+//!   taken (size tiers, as an LSM tree's: every row is merged again only a few times before its
+//!   flush, not at every merge);
+//! - their live rows are concatenated and indexed into a new batch, while searches go on using
+//!   the batches as they are (their own indexes, built on first use, as before);
+//! - the new batch replaces them only if they are still the memtable's (a flush may have taken
+//!   them meanwhile: then the work is dropped), with the rows deleted during the merge marked
+//!   deleted in it. Readers see it at the next write or the next maintenance tick, when the
+//!   table's published snapshot is refreshed, as after a flush.
+
+use std::sync::Arc;
+
+use roaring::RoaringTreemap;
+
+use super::{MemBatch, Shared, State, batch_bytes, maintenance, rows};
+use crate::error::Result;
+
+/// Whether `shared`'s memtable merges here rather than in place.
+pub(super) fn in_background(shared: &Shared) -> bool {
+    shared.index.as_ref().is_some_and(|i| i.docs.is_some())
+}
+
+/// Starts a background merge if the memtable is long enough and none is running.
+pub(super) fn start(shared: &Arc<Shared>, state: &mut State) {
+    if state.merging || state.memtable.len() <= shared.options.memtable_batches {
+        return;
+    }
+    let parts = tier(&state.memtable);
+    if parts.len() < 2 {
+        return;
+    }
+    state.merging = true;
+    let shared = shared.clone();
+    shared.runtime.clone().spawn(async move {
+        let merged = tokio::task::spawn_blocking({
+            let shared = shared.clone();
+            move || maintenance::low_priority(|| build(&shared, &parts).map(|m| (parts, m)))
+        })
+        .await;
+        let mut state = shared.state.lock();
+        state.merging = false;
+        match merged {
+            Ok(Ok((parts, merged))) => {
+                install(&shared, &mut state, &parts, merged);
+                // Batches that came meanwhile may make up the next merge.
+                start(&shared, &mut state);
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(table = %shared.table.name, %error, "memtable merge failed; the batches stay as they are");
+            }
+            Err(error) => {
+                tracing::warn!(table = %shared.table.name, %error, "memtable merge stopped; the batches stay as they are");
+            }
+        }
+    });
+}
+
+/// The newest batches to merge: taken from the newest back while each older one holds no more
+/// rows than those taken so far.
+fn tier(memtable: &[MemBatch]) -> Vec<MemBatch> {
+    let mut rows = 0;
+    let mut first = memtable.len();
+    for (i, batch) in memtable.iter().enumerate().rev() {
+        let n = batch.batch.num_rows();
+        if first < memtable.len() && n > rows {
+            break;
+        }
+        rows += n;
+        first = i;
+    }
+    memtable[first..].to_vec()
+}
+
+/// The live rows of `parts` as one batch, its text tail and its document index built.
+fn build(shared: &Shared, parts: &[MemBatch]) -> Result<MemBatch> {
+    let Some(first) = parts.first() else {
+        return Err(crate::error::Error::Index("nothing to merge".to_owned()));
+    };
+    let live: Vec<_> = parts.iter().map(MemBatch::live).collect::<Result<_>>()?;
+    let merged =
+        arrow::compute::concat_batches(&first.batch.schema(), &live).map_err(rows::arrow_error)?;
+    let text = first.text.is_some().then(|| {
+        Arc::new(super::text::TextTail::merge(
+            parts
+                .iter()
+                .filter_map(|m| Some((m.text.as_deref()?, &*m.deleted))),
+        ))
+    });
+    let mut ids = RoaringTreemap::new();
+    let mut vectors = RoaringTreemap::new();
+    for part in parts {
+        ids |= &*part.ids - &*part.deleted;
+        vectors |= &*part.vectors - &*part.deleted;
+    }
+    let batch = MemBatch {
+        batch: merged,
+        ids: Arc::new(ids),
+        deleted: Arc::new(RoaringTreemap::new()),
+        vectors: Arc::new(vectors),
+        text,
+        docs: Arc::default(),
+        series: Arc::default(),
+    };
+    // Built here, so that no search waits for it.
+    batch.docs_index(shared.index.as_deref())?;
+    Ok(batch)
+}
+
+/// Puts `merged` in the place of `parts`, if they are still in the memtable.
+fn install(shared: &Shared, state: &mut State, parts: &[MemBatch], mut merged: MemBatch) {
+    let same = |a: &MemBatch, b: &MemBatch| Arc::ptr_eq(&a.ids, &b.ids);
+    let Some(at) = state
+        .memtable
+        .windows(parts.len())
+        .position(|w| w.iter().zip(parts).all(|(a, b)| same(a, b)))
+    else {
+        return; // flushed meanwhile
+    };
+    // Rows deleted while the merge ran are in the merged batch: delete them there.
+    let mut later = RoaringTreemap::new();
+    for (now, then) in state.memtable[at..at + parts.len()].iter().zip(parts) {
+        later |= &*now.deleted - &*then.deleted;
+    }
+    merged.deleted = Arc::new(later & &*merged.ids);
+    let replaced: Vec<MemBatch> = state
+        .memtable
+        .splice(at..at + parts.len(), [merged.clone()])
+        .collect();
+    state.memtable_rows = state.memtable_rows + merged.batch.num_rows()
+        - replaced.iter().map(|m| m.batch.num_rows()).sum::<usize>();
+    state.memtable_bytes = (state.memtable_bytes + batch_bytes(&merged.batch))
+        .saturating_sub(replaced.iter().map(|m| batch_bytes(&m.batch)).sum());
+    shared.publish(state);
+}
