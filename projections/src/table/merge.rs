@@ -83,6 +83,14 @@ fn tier(memtable: &[MemBatch]) -> Vec<MemBatch> {
 
 /// The live rows of `parts` as one batch, its text tail and its document index built.
 fn build(shared: &Shared, parts: &[MemBatch]) -> Result<MemBatch> {
+    let batch = concat(parts)?;
+    // Built here, so that no search waits for it.
+    batch.docs_index(shared.index.as_deref())?;
+    Ok(batch)
+}
+
+/// The live rows of `parts` as one batch, with their text tails merged.
+pub(super) fn concat(parts: &[MemBatch]) -> Result<MemBatch> {
     let Some(first) = parts.first() else {
         return Err(crate::error::Error::Index("nothing to merge".to_owned()));
     };
@@ -102,7 +110,7 @@ fn build(shared: &Shared, parts: &[MemBatch]) -> Result<MemBatch> {
         ids |= &*part.ids - &*part.deleted;
         vectors |= &*part.vectors - &*part.deleted;
     }
-    let batch = MemBatch {
+    Ok(MemBatch {
         batch: merged,
         ids: Arc::new(ids),
         deleted: Arc::new(RoaringTreemap::new()),
@@ -110,10 +118,7 @@ fn build(shared: &Shared, parts: &[MemBatch]) -> Result<MemBatch> {
         text,
         docs: Arc::default(),
         series: Arc::default(),
-    };
-    // Built here, so that no search waits for it.
-    batch.docs_index(shared.index.as_deref())?;
-    Ok(batch)
+    })
 }
 
 /// Puts `merged` in the place of `parts`, if they are still in the memtable.

@@ -552,41 +552,13 @@ fn tombstone(state: &mut State, mut ids: RoaringTreemap) {
 /// Replaces the memtable's batches by one holding their live rows (many small appends would
 /// otherwise make every snapshot long).
 fn merge_memtable(state: &mut State) -> Result<()> {
-    let Some(first) = state.memtable.first() else {
+    if state.memtable.is_empty() {
         return Ok(());
-    };
-    let schema = first.batch.schema();
-    let live: Vec<RecordBatch> = state
-        .memtable
-        .iter()
-        .map(MemBatch::live)
-        .collect::<Result<_>>()?;
-    let merged = arrow::compute::concat_batches(&schema, &live).map_err(rows::arrow_error)?;
-    let text = first.text.is_some().then(|| {
-        Arc::new(text::TextTail::merge(
-            state
-                .memtable
-                .iter()
-                .filter_map(|m| Some((m.text.as_deref()?, &*m.deleted))),
-        ))
-    });
-    let mut ids = RoaringTreemap::new();
-    let mut vectors = RoaringTreemap::new();
-    for batch in state.memtable.drain(..) {
-        ids |= &*batch.ids - &*batch.deleted;
-        vectors |= &*batch.vectors - &*batch.deleted;
     }
-    state.memtable_rows = merged.num_rows();
-    state.memtable_bytes = batch_bytes(&merged);
-    state.memtable.push(MemBatch {
-        batch: merged,
-        ids: Arc::new(ids),
-        deleted: Arc::new(RoaringTreemap::new()),
-        vectors: Arc::new(vectors),
-        text,
-        docs: Arc::default(),
-        series: Arc::default(),
-    });
+    let merged = merge::concat(&state.memtable)?;
+    state.memtable_rows = merged.batch.num_rows();
+    state.memtable_bytes = batch_bytes(&merged.batch);
+    state.memtable = vec![merged];
     Ok(())
 }
 
