@@ -94,7 +94,12 @@ async fn run(
     let started = Instant::now();
     check_content_type(headers).map_err(failed)?;
     let params = check_parameters(uri).map_err(failed)?;
-    let mut operations = bulk::parse(&body).map_err(failed)?;
+    // Reading every line of a body of thousands is CPU work: off the runtime's few workers,
+    // which every request of both listeners shares.
+    let mut operations = crate::engine::blocking(move || bulk::parse(&body))
+        .await
+        .and_then(|parsed| parsed)
+        .map_err(failed)?;
     for operation in &mut operations {
         operation.require_alias.get_or_insert(params.require_alias);
         if operation.action == bulk::Action::Update && operation.source.is_none() {
