@@ -42,6 +42,8 @@ pub struct ServerConfig {
     pub retry_after_secs: u64,
     /// The largest request body accepted.
     pub max_body_bytes: usize,
+    /// The memory SQL queries may hold at once, all of them together (DataFusion's pool).
+    pub query_memory_bytes: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -233,6 +235,7 @@ impl Default for ServerConfig {
             write_wait_ms: 0,
             retry_after_secs: 1,
             max_body_bytes: 64 << 20,
+            query_memory_bytes: 2 << 30,
         }
     }
 }

@@ -17,7 +17,10 @@ use datafusion::{
         tree_node::{TreeNode, TreeNodeRecursion},
     },
     error::DataFusionError,
-    execution::{object_store::ObjectStoreUrl, runtime_env::RuntimeEnv},
+    execution::{
+        object_store::ObjectStoreUrl,
+        runtime_env::{RuntimeEnv, RuntimeEnvBuilder},
+    },
     logical_expr::{Expr, ExprSchemable, Operator, col, lit},
     prelude::{SessionConfig, SessionContext},
     sql::{
@@ -47,9 +50,19 @@ pub struct QueryResult {
 
 /// The DataFusion runtime every query shares: its object store registry (each active
 /// database's store, under the database's URL), its memory pool, and its caches (Parquet footers
-/// are read once, not on every query).
-pub fn runtime() -> Arc<RuntimeEnv> {
-    Arc::new(RuntimeEnv::default())
+/// are read once, not on every query). The pool holds `memory_bytes` for every query of the
+/// node together (sorts, joins, aggregations, as DataFusion counts them): past it, a query that
+/// can spill does so to the system's temporary directory, and one that cannot fails with 503
+/// `unavailable`.
+pub fn runtime(memory_bytes: usize) -> Arc<RuntimeEnv> {
+    RuntimeEnvBuilder::new()
+        .with_memory_limit(memory_bytes, 1.0)
+        .build_arc()
+        .unwrap_or_else(|error| {
+            // Only a disk manager that cannot start fails the build; run without spilling.
+            tracing::warn!(%error, "the query runtime starts with its defaults");
+            Arc::new(RuntimeEnv::default())
+        })
 }
 
 /// Makes a database's store known to queries as `url`.

@@ -372,3 +372,37 @@ async fn a_panic_is_a_500_in_the_documented_body_and_the_server_goes_on() {
         );
     }
 }
+
+#[tokio::test]
+async fn sql_memory_is_bounded_by_the_nodes_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--set", "server.query_memory_bytes=4096"]);
+    let client = server.client(&common::account_with_key(dir.path(), "acme", None));
+    arrow_table(&client).await;
+    let rows: Vec<Value> = (0..20_000)
+        .map(|n| json!({"title": format!("t{n}"), "n": n}))
+        .collect();
+    let appended = client
+        .post_json("/v1/append/lab?table=arrowt", &json!({"data": rows}))
+        .await;
+    assert_eq!(appended.status, 200, "{appended:?}");
+    // A grouping over 20,000 keys needs far more than 4 KiB: refused, not grown without bound.
+    let grouped = client
+        .post_json(
+            "/v1/query_sql/lab",
+            &json!({"sql": "SELECT title, COUNT(*) AS c FROM arrowt GROUP BY title ORDER BY c DESC LIMIT 3"}),
+        )
+        .await;
+    assert_eq!(grouped.status, 503, "{grouped:?}");
+    assert_eq!(grouped.code(), "unavailable");
+    let message = grouped.body["message"].as_str().unwrap();
+    assert!(
+        message.contains("more resources than are free"),
+        "{message}"
+    );
+    // What fits still runs.
+    let answer = client
+        .post_json("/v1/query_sql/lab", &json!({"sql": "SELECT 1 + 1 AS two"}))
+        .await;
+    assert_eq!(answer.body["data"], json!([{"two": 2}]), "{answer:?}");
+}

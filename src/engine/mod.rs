@@ -196,6 +196,7 @@ impl Engine {
             Duration::from_millis(config.debug.hold_write_permit_ms),
             metrics.clone(),
         );
+        let queries = crate::query::runtime(config.server.query_memory_bytes);
         let engine = Arc::new_cyclic(|me| Engine {
             config,
             log,
@@ -205,7 +206,7 @@ impl Engine {
             registry: registry::Registry::default(),
             me: me.clone(),
             usage: parking_lot::Mutex::new(HashMap::new()),
-            queries: crate::query::runtime(),
+            queries,
             metrics,
             streams: tokio::sync::watch::channel(false).0,
             cluster: std::sync::OnceLock::new(),
