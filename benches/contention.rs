@@ -83,8 +83,9 @@ fn main() {
 }
 
 async fn run(dir: &Path, args: &Args) {
-    // The preload and the records the writers send in phase 2, generated up front.
-    let written = args.writers * 600 * PER_REQUEST;
+    // The preload and the records the writers send in phase 2 (over and over: each is indexed
+    // as a new record), generated up front.
+    let written = 100 * PER_REQUEST;
     let records = logs::records(SEED, args.docs + written);
     let (preload, later) = records.split_at(args.docs);
     let server = Server::start(dir, &[]);
@@ -151,8 +152,7 @@ async fn phase(
                 let mut sent = 0;
                 while !stop.load(Ordering::Relaxed) {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(body) = bodies.get(i) else { break };
-                    bulk(&platform, body.clone()).await;
+                    bulk(&platform, bodies[i % bodies.len()].clone()).await;
                     sent += PER_REQUEST;
                 }
                 sent
