@@ -214,8 +214,8 @@ impl DocsSchema {
         self.write(&index, batch, threads)
     }
 
-    /// The document index of a memtable batch, in memory (one thread: batches are small, and
-    /// the first query that needs it waits for it).
+    /// The document index of a memtable batch, in memory, on one thread (batches are small;
+    /// it is built as the batch is applied, or by a background merge).
     pub(crate) fn build_in_ram(&self, batch: &RecordBatch) -> Result<DocsIndex> {
         let index = Index::create_in_ram(self.schema.clone());
         self.write(&index, batch, 1)?;
@@ -363,7 +363,7 @@ impl DocsIndex {
 
 impl super::TableSnapshot {
     /// Calls `run` with every document index of the snapshot (each segment's, then each
-    /// memtable batch's, built on first use) and the row ids deleted from it.
+    /// memtable batch's) and the row ids deleted from it.
     pub(crate) fn each_docs_index(
         &self,
         run: &mut impl FnMut(&DocsIndex, Arc<roaring::RoaringTreemap>) -> Result<()>,

@@ -108,7 +108,8 @@ pub struct MemBatch {
     pub vectors: Arc<RoaringTreemap>,
     /// The batch's searchable tail of the full-text and exact-match indexes.
     pub text: Option<Arc<text::TextTail>>,
-    /// The batch's document index (a dataset's), built when a query first needs it.
+    /// The batch's document index (a dataset's), built as the batch is applied (or, for a
+    /// batch merged in place, when a query first needs it).
     pub docs: Arc<Mutex<Option<docs::DocsIndex>>>,
     /// The batch's series (a metrics dataset's), grouped when a query first needs them.
     pub series: Arc<Mutex<Option<Arc<series::SeriesSet>>>>,
@@ -134,13 +135,20 @@ impl MemBatch {
                 vectors.insert(*id);
             }
         }
+        // A dataset's document index is built as its rows are applied, as the text tail is:
+        // built on a search's first use, every search under ingest queued behind the build of
+        // each new batch (issue 21).
+        let docs = match index.and_then(|i| i.docs.as_ref()) {
+            Some(schema) => Some(schema.build_in_ram(&batch)?),
+            None => None,
+        };
         Ok(MemBatch {
             batch,
             ids: Arc::new(ids),
             deleted: Arc::new(RoaringTreemap::new()),
             vectors: Arc::new(vectors),
             text,
-            docs: Arc::default(),
+            docs: Arc::new(Mutex::new(docs)),
             series: Arc::default(),
         })
     }
