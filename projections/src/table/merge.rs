@@ -12,7 +12,7 @@
 //!   taken (size tiers, as an LSM tree's: every row is merged again only a few times before its
 //!   flush, not at every merge);
 //! - their live rows are concatenated and indexed into a new batch, while searches go on using
-//!   the batches as they are (their own indexes, built on first use, as before);
+//!   the batches as they are (each with the index built as it was applied);
 //! - the new batch replaces them only if they are still the memtable's (a flush may have taken
 //!   them meanwhile: then the work is dropped), with the rows deleted during the merge marked
 //!   deleted in it. Readers see it at the next write or the next maintenance tick, when the
