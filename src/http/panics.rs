@@ -28,11 +28,8 @@ impl tower_http::catch_panic::ResponseForPanic for PanicAnswer {
     type ResponseBody = Body;
 
     fn response_for_panic(&mut self, panic: Box<dyn Any + Send + 'static>) -> Response<Body> {
-        // The hook has logged the panic with its location; this names the request's fate.
-        tracing::error!(
-            panic = panic_message(panic.as_ref()),
-            "a request handler panicked; answered 500"
-        );
+        // The hook has logged the panic with its location, and the 500 is logged as every
+        // internal error is: nothing more to log here.
         answer(
             self.listener,
             Error::Internal(format!(
