@@ -1,7 +1,7 @@
 //! The document index of a dataset: what the Query DSL searches and aggregates.
 //!
 //! One tantivy index per segment (built with the segment, like its other indexes) and one per
-//! memtable batch (built in memory when a query first needs it). Every index has the same
+//! memtable batch (built in memory as the batch is applied). Every index has the same
 //! schema, whatever the dataset's columns, so a query compiles once for all of them:
 //!
 //! - `_row_id`: the row id (fast), to map hits back to rows and skip deleted ones;
@@ -26,8 +26,9 @@ use arrow::{
     datatypes::{DataType, Float64Type, Int64Type, TimeUnit, TimestampMillisecondType},
 };
 use tantivy::{
-    DateTime, Index, IndexReader, IndexWriter, Searcher, TantivyDocument,
+    DateTime, Index, IndexReader, IndexSettings, IndexWriter, Searcher, TantivyDocument,
     columnar::Column,
+    directory::RamDirectory,
     schema::{
         FAST, Field, IndexRecordOption, JsonObjectOptions, OwnedValue, Schema, TextFieldIndexing,
         TextOptions,
@@ -217,9 +218,17 @@ impl DocsSchema {
     /// The document index of a memtable batch, in memory, on one thread (batches are small;
     /// it is built as the batch is applied, or by a background merge).
     pub(crate) fn build_in_ram(&self, batch: &RecordBatch) -> Result<DocsIndex> {
-        let index = Index::create_in_ram(self.schema.clone());
+        let directory = RamDirectory::create();
+        let index = Index::create(
+            directory.clone(),
+            self.schema.clone(),
+            IndexSettings::default(),
+        )
+        .map_err(index_error)?;
         self.write(&index, batch, 1)?;
-        DocsIndex::of(index)
+        let mut built = DocsIndex::of(index)?;
+        built.memory_bytes = directory.total_mem_usage();
+        Ok(built)
     }
 }
 
@@ -316,6 +325,8 @@ pub struct DocsIndex {
     pub searcher: Searcher,
     /// The row-id column of each tantivy segment, in `searcher`'s segment order.
     pub row_ids: Arc<Vec<Column<u64>>>,
+    /// The bytes of an index held in memory (a memtable batch's); 0 for one on disk.
+    pub memory_bytes: usize,
     #[allow(dead_code)]
     reader: IndexReader,
 }
@@ -356,6 +367,7 @@ impl DocsIndex {
             index,
             searcher,
             row_ids: Arc::new(row_ids),
+            memory_bytes: 0,
             reader,
         })
     }

@@ -195,7 +195,7 @@ async fn flush_frozen(shared: &Arc<Shared>) -> Result<()> {
                 let mut batches = flushing.batches;
                 batches.append(&mut state.memtable);
                 state.memtable_rows = batches.iter().map(|b| b.batch.num_rows()).sum();
-                state.memtable_bytes = batches.iter().map(|b| super::batch_bytes(&b.batch)).sum();
+                state.memtable_bytes = batches.iter().map(|b| b.memory_bytes).sum();
                 state.memtable = batches;
                 state.memtable_since = Some(std::time::Instant::now());
             }

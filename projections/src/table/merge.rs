@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use roaring::RoaringTreemap;
 
-use super::{MemBatch, Shared, State, batch_bytes, maintenance, rows};
+use super::{MemBatch, Shared, State, maintenance, rows};
 use crate::error::Result;
 
 /// Whether `shared`'s memtable merges here rather than in place.
@@ -86,7 +86,7 @@ fn build(shared: &Shared, parts: &[MemBatch]) -> Result<MemBatch> {
     let batch = concat(parts)?;
     // Built here, so that no search waits for it.
     batch.docs_index(shared.index.as_deref())?;
-    Ok(batch)
+    Ok(batch.measured())
 }
 
 /// The live rows of `parts` as one batch, with their text tails merged.
@@ -118,7 +118,9 @@ pub(super) fn concat(parts: &[MemBatch]) -> Result<MemBatch> {
         text,
         docs: Arc::default(),
         series: Arc::default(),
-    })
+        memory_bytes: 0,
+    }
+    .measured())
 }
 
 /// Puts `merged` in the place of `parts`, if they are still in the memtable.
@@ -143,7 +145,7 @@ fn install(shared: &Shared, state: &mut State, parts: &[MemBatch], mut merged: M
         .collect();
     state.memtable_rows = state.memtable_rows + merged.batch.num_rows()
         - replaced.iter().map(|m| m.batch.num_rows()).sum::<usize>();
-    state.memtable_bytes = (state.memtable_bytes + batch_bytes(&merged.batch))
-        .saturating_sub(replaced.iter().map(|m| batch_bytes(&m.batch)).sum());
+    state.memtable_bytes = (state.memtable_bytes + merged.memory_bytes)
+        .saturating_sub(replaced.iter().map(|m| m.memory_bytes).sum());
     shared.publish(state);
 }

@@ -113,6 +113,9 @@ pub struct MemBatch {
     pub docs: Arc<Mutex<Option<docs::DocsIndex>>>,
     /// The batch's series (a metrics dataset's), grouped when a query first needs them.
     pub series: Arc<Mutex<Option<Arc<series::SeriesSet>>>>,
+    /// What the batch holds in memory, its rows and the indexes built with it: what a table's
+    /// `flush_bytes` counts.
+    pub memory_bytes: usize,
 }
 
 impl MemBatch {
@@ -150,7 +153,17 @@ impl MemBatch {
             text,
             docs: Arc::new(Mutex::new(docs)),
             series: Arc::default(),
-        })
+            memory_bytes: 0,
+        }
+        .measured())
+    }
+
+    /// The batch with its `memory_bytes` counted (again, once an index was built).
+    pub(crate) fn measured(mut self) -> MemBatch {
+        let docs = self.docs.lock().as_ref().map_or(0, |d| d.memory_bytes);
+        let text = self.text.as_ref().map_or(0, |t| t.memory_bytes());
+        self.memory_bytes = batch_bytes(&self.batch) + text + docs;
+        self
     }
 
     /// The batch's series, grouped on first use; `None` when the table keeps none.
@@ -482,7 +495,7 @@ impl Shared {
         state.live_rows += mem.ids.len();
         state.live_vectors += mem.vectors.len();
         state.memtable_rows += mem.batch.num_rows();
-        state.memtable_bytes += batch_bytes(&mem.batch);
+        state.memtable_bytes += mem.memory_bytes;
         state.memtable_since.get_or_insert_with(Instant::now);
         state.memtable.push(mem);
         Ok(())
@@ -565,7 +578,7 @@ fn merge_memtable(state: &mut State) -> Result<()> {
     }
     let merged = merge::concat(&state.memtable)?;
     state.memtable_rows = merged.batch.num_rows();
-    state.memtable_bytes = batch_bytes(&merged.batch);
+    state.memtable_bytes = merged.memory_bytes;
     state.memtable = vec![merged];
     Ok(())
 }

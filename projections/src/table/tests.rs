@@ -853,3 +853,64 @@ async fn a_datasets_memtable_merges_in_the_background_with_its_index_built() {
     assert_eq!(documents(&snapshot), live);
     assert_eq!(harness.query().await.len(), live.len());
 }
+
+/// A memtable's size counts the indexes built over its rows, not its rows alone: a dataset's
+/// rows that stay under `flush_bytes` flush once their document index is counted with them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memtables_size_counts_the_indexes_over_its_rows() {
+    let dataset = Arc::new(TableDef {
+        dataset: true,
+        fts_columns: vec!["name".into()],
+        ..(*table()).clone()
+    });
+    let rows: Vec<Row> = (0..50)
+        .map(|j| (format!("row {j} of the memtable"), j, false))
+        .collect();
+    let append = || {
+        Body::RowsAppended(RowsAppended {
+            table_id: "t1".into(),
+            first_row_id: 0,
+            row_count: 50,
+            arrow_ipc: rows::encode_ipc(&batch(&rows)).unwrap().into(),
+            ..Default::default()
+        })
+    };
+    let unbounded = TableOptions {
+        flush_rows: 1_000_000,
+        flush_bytes: usize::MAX,
+        ..TableOptions::default()
+    };
+    let harness = Harness::of(dataset.clone(), unbounded.clone()).await;
+    harness.write(append()).await;
+    let snapshot = harness.handle.as_ref().unwrap().snapshot();
+    let [mem] = &snapshot.memtable[..] else {
+        panic!("one memtable batch, not {}", snapshot.memtable.len());
+    };
+    let rows_alone = batch_bytes(&mem.batch);
+    let docs = mem.docs.lock().as_ref().unwrap().memory_bytes;
+    let text = mem.text.as_ref().unwrap().memory_bytes();
+    assert!(docs > 0 && text > 0, "docs {docs}, text {text}");
+    assert_eq!(mem.memory_bytes, rows_alone + docs + text);
+
+    let bounded = TableOptions {
+        flush_bytes: rows_alone + 1,
+        ..unbounded
+    };
+    let harness = Harness::of(dataset, bounded).await;
+    harness.write(append()).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while harness
+        .handle
+        .as_ref()
+        .unwrap()
+        .snapshot()
+        .segments
+        .is_empty()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no flush past flush_bytes"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

@@ -303,6 +303,42 @@ impl TextTail {
         Ok(tail)
     }
 
+    /// The memory the tail holds, near enough: its maps' tables and what their entries own.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        use std::mem::size_of;
+        // A hash table holds one control byte per bucket beside the entry.
+        fn table<K, V>(map: &HashMap<K, V>) -> usize {
+            map.capacity() * (size_of::<(K, V)>() + 1)
+        }
+        let text: usize = self
+            .text
+            .iter()
+            .map(|field| {
+                table(&field.postings)
+                    + table(&field.lengths)
+                    + field
+                        .postings
+                        .iter()
+                        .map(|(term, postings)| {
+                            term.capacity() + postings.capacity() * size_of::<(u64, u32)>()
+                        })
+                        .sum::<usize>()
+            })
+            .sum();
+        let exact: usize = self
+            .exact
+            .iter()
+            .map(|values| {
+                table(values)
+                    + values
+                        .iter()
+                        .map(|(value, ids)| value.capacity() + ids.capacity() * size_of::<u64>())
+                        .sum::<usize>()
+            })
+            .sum();
+        text + exact
+    }
+
     /// The tails of several batches as one, without the rows in `deleted`.
     pub(crate) fn merge<'a>(
         parts: impl Iterator<Item = (&'a TextTail, &'a roaring::RoaringTreemap)>,
