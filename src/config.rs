@@ -42,6 +42,9 @@ pub struct ServerConfig {
     pub retry_after_secs: u64,
     /// The largest request body accepted.
     pub max_body_bytes: usize,
+    /// The request bodies held at once, every request of both listeners together; a request
+    /// past it is refused with 503 before its body is read.
+    pub max_in_flight_body_bytes: usize,
     /// The memory SQL queries may hold at once, all of them together (DataFusion's pool).
     pub query_memory_bytes: usize,
 }
@@ -235,6 +238,7 @@ impl Default for ServerConfig {
             write_wait_ms: 0,
             retry_after_secs: 1,
             max_body_bytes: 64 << 20,
+            max_in_flight_body_bytes: 1 << 30,
             query_memory_bytes: 2 << 30,
         }
     }
@@ -421,6 +425,11 @@ impl Config {
         }
         if !matches!(self.logging.format.as_str(), "text" | "json") {
             return invalid("logging.format must be \"text\" or \"json\"");
+        }
+        if self.server.max_in_flight_body_bytes < self.server.max_body_bytes {
+            return invalid(
+                "server.max_in_flight_body_bytes must be at least server.max_body_bytes, or a body of the largest size could never be taken",
+            );
         }
         if self.log.segment_bytes < 4096 {
             return invalid("log.segment_bytes must be at least 4096");

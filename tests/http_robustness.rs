@@ -406,3 +406,100 @@ async fn sql_memory_is_bounded_by_the_nodes_pool() {
         .await;
     assert_eq!(answer.body["data"], json!([{"two": 2}]), "{answer:?}");
 }
+
+/// Request bodies in flight are bounded node-wide. While one request holds the whole budget (it
+/// announced a body of the largest size and is still sending it), a request with a body is
+/// refused with 503 and Retry-After on either listener, before its body is read and with
+/// nothing appended; a request without a body still runs; once the first ends, bodies are taken
+/// again.
+#[tokio::test]
+async fn request_bodies_in_flight_are_bounded_node_wide() {
+    use tokio::io::AsyncWriteExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mib = (1 << 20).to_string();
+    let server = Server::start(
+        dir.path(),
+        &[
+            "--set",
+            &format!("server.max_body_bytes={mib}"),
+            "--set",
+            &format!("server.max_in_flight_body_bytes={mib}"),
+        ],
+    );
+    let key = common::account_with_key(dir.path(), "acme", None);
+    let client = server.client(&key);
+    arrow_table(&client).await;
+    let platform = Signed::new(&server, &root_user(dir.path(), "acme"));
+    let one_row = json!({"data": [{"title": "a", "n": 1}]});
+
+    let address = server.data_url.trim_start_matches("http://");
+    let mut stalled = tokio::net::TcpStream::connect(address).await.unwrap();
+    let head = format!(
+        "POST /v1/append/lab?table=arrowt HTTP/1.1\r\nhost: {address}\r\n\
+         authorization: Bearer {key}\r\ncontent-type: application/json\r\n\
+         content-length: {mib}\r\n\r\n{{\"data\": ["
+    );
+    stalled.write_all(head.as_bytes()).await.unwrap();
+
+    // The stalled request takes the budget as its head arrives.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let probe = json!({"sql": "SELECT 1 AS one"});
+    loop {
+        let answer = client.post_json("/v1/query_sql/lab", &probe).await;
+        if answer.status == 503 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a body was taken past the budget: {answer:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let refused = client
+        .post_json("/v1/append/lab?table=arrowt", &one_row)
+        .await;
+    assert_eq!(refused.status, 503, "{refused:?}");
+    assert_eq!(refused.code(), "unavailable");
+    assert!(refused.retry_after.is_some(), "{refused:?}");
+    let message = refused.body["message"].as_str().unwrap();
+    assert!(
+        message.contains("server.max_in_flight_body_bytes"),
+        "{message}"
+    );
+    let bulk = platform
+        .send_ndjson(
+            "POST",
+            "/_bulk",
+            &[json!({"index": {"_index": "logs"}}), json!({"msg": "x"})],
+        )
+        .await;
+    assert_eq!(bulk.status, 503, "{bulk:?}");
+    assert!(bulk.retry_after.is_some(), "{bulk:?}");
+    // Requests without a body are not refused.
+    assert_eq!(client.get("/v1/databases").await.status, 200);
+    assert_eq!(
+        platform
+            .send("GET", "/_cat/indices?format=json", None)
+            .await
+            .status,
+        200
+    );
+    // The stalled request ends (its client gives up): its share comes back.
+    drop(stalled);
+    let taken = common::eventually(10, || {
+        let client = client.clone();
+        let one_row = one_row.clone();
+        async move {
+            client
+                .post_json("/v1/append/lab?table=arrowt", &one_row)
+                .await
+                .status
+                == 200
+        }
+    })
+    .await;
+    assert!(taken, "the budget did not come back");
+    assert_eq!(count(&client).await, 1, "a refused body appended rows");
+    still_serving(&server, &client).await;
+}

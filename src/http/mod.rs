@@ -10,6 +10,7 @@ mod data_plane;
 mod documents;
 pub mod error;
 mod forward;
+mod inflight;
 mod panics;
 mod platform;
 mod promql;
@@ -38,13 +39,19 @@ pub struct AppState {
     pub engine: Arc<Engine>,
     /// Sends requests on to the node that serves them, in a cluster.
     forwarder: reqwest::Client,
+    /// The request bodies the node holds at once, both listeners together.
+    bodies: Arc<inflight::BodyBudget>,
 }
 
 impl AppState {
     pub fn new(engine: Arc<Engine>) -> AppState {
+        let server = &engine.config().server;
+        let bodies =
+            inflight::BodyBudget::new(server.max_in_flight_body_bytes, server.max_body_bytes);
         AppState {
             engine,
             forwarder: forward::client(),
+            bodies: Arc::new(bodies),
         }
     }
 }
@@ -61,16 +68,26 @@ static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The data-plane router.
 pub fn data_plane(state: AppState) -> Router {
-    let routes = data_plane::routes(state.clone()).layer(middleware::from_fn_with_state(
-        state.clone(),
-        forward::data_plane,
-    ));
+    let routes = data_plane::routes(state.clone())
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            forward::data_plane,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            inflight::data_plane,
+        ));
     observe("data", routes, state)
 }
 
 /// The platform API router.
 pub fn platform(state: AppState) -> Router {
-    observe("platform", platform::routes(state.clone()), state)
+    // Outside `signed`, which reads the body: a refused request's body is never read.
+    let routes = platform::routes(state.clone()).layer(middleware::from_fn_with_state(
+        state.clone(),
+        inflight::platform,
+    ));
+    observe("platform", routes, state)
 }
 
 fn observe(listener: &'static str, routes: Router, state: AppState) -> Router {
