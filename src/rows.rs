@@ -81,41 +81,114 @@ fn decoded_width(data_type: &DataType) -> usize {
     }
 }
 
+/// Rows handed to Arrow's JSON decoder at once: a body's rows are checked and decoded as they
+/// are parsed, never all held as JSON values (a row of `{"n":1}` takes 8 bytes of a body and
+/// hundreds as a `serde_json::Value`: a 64 MiB body of them would take gigabytes).
+const JSON_CHUNK_ROWS: usize = 1024;
+
 fn from_json(bytes: &[u8], schema: &SchemaRef, max_rows: usize) -> Result<RecordBatch> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(Error::BadRequest(
             "a JSON request body is required: {\"data\": [rows]}".to_owned(),
         ));
     }
-    let envelope: Value = serde_json::from_slice(bytes)
-        .map_err(|e| Error::BadRequest(format!("invalid request body: {e}")))?;
-    let Value::Object(mut envelope) = envelope else {
-        return Err(Error::BadRequest(
-            "the body must be an object {\"data\": [rows]}".to_owned(),
-        ));
+    let decoder = arrow::json::ReaderBuilder::new(schema.clone())
+        .with_strict_mode(true)
+        .build_decoder()
+        .map_err(|e| Error::Internal(e.to_string()))?;
+    let mut sink = JsonRows {
+        schema,
+        columns: schema.fields().iter().map(|f| f.name().as_str()).collect(),
+        max_rows,
+        decoder,
+        pending: Vec::with_capacity(JSON_CHUNK_ROWS),
+        seen: 0,
+        error: None,
+        in_data: false,
     };
-    let Some(Value::Array(rows)) = envelope.remove("data") else {
-        return Err(Error::BadRequest(
-            "the body needs a field \"data\" holding an array of rows".to_owned(),
-        ));
-    };
-    if let Some(extra) = envelope.keys().next() {
-        return Err(Error::BadRequest(format!(
-            "unknown field {extra:?} in the body; it holds only \"data\""
-        )));
+    let mut parser = serde_json::Deserializer::from_slice(bytes);
+    let parsed = serde::Deserializer::deserialize_any(&mut parser, Envelope(&mut sink))
+        .and_then(|()| parser.end());
+    if let Some(error) = sink.error.take() {
+        return Err(error);
     }
-    if rows.len() > max_rows {
-        return Err(Error::BadRequest(format!(
-            "the body holds {} rows; one request takes at most {max_rows} rows into this table",
-            rows.len()
-        )));
+    if let Err(error) = parsed {
+        return Err(Error::BadRequest(match error.classify() {
+            // A body that is valid JSON of the wrong shape.
+            serde_json::error::Category::Data if sink.in_data => {
+                "the body needs a field \"data\" holding an array of rows".to_owned()
+            }
+            serde_json::error::Category::Data => {
+                "the body must be an object {\"data\": [rows]}".to_owned()
+            }
+            _ => format!("invalid request body: {error}"),
+        }));
     }
-    let columns: HashSet<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-    for (i, row) in rows.iter().enumerate() {
+    sink.decode_pending()?;
+    let batch = sink
+        .decoder
+        .flush()
+        .map_err(|e| Error::BadRequest(format!("invalid rows: {}", clean(&e.to_string()))))?;
+    let batch = batch.unwrap_or_else(|| RecordBatch::new_empty(schema.clone()));
+    for (field, column) in schema.fields().iter().zip(batch.columns()) {
+        check_nulls(field, column)?;
+    }
+    Ok(batch)
+}
+
+/// Where the rows of a JSON body go as they are parsed: checked one by one against the table,
+/// then decoded into its columns a chunk at a time.
+struct JsonRows<'a> {
+    schema: &'a SchemaRef,
+    columns: HashSet<&'a str>,
+    max_rows: usize,
+    decoder: arrow::json::reader::Decoder,
+    pending: Vec<Value>,
+    seen: usize,
+    /// The first refusal; parsing stops at it.
+    error: Option<Error>,
+    /// Whether the parser is at the `data` field's value.
+    in_data: bool,
+}
+
+impl JsonRows<'_> {
+    /// Stops parsing with `error`.
+    fn refuse<E: serde::de::Error>(&mut self, error: Error) -> E {
+        self.error = Some(error);
+        E::custom("refused")
+    }
+
+    fn take(&mut self, row: Value) -> Result<()> {
+        let i = self.seen;
+        if i == self.max_rows {
+            return Err(Error::BadRequest(format!(
+                "the body holds more than {} rows; one request takes at most {} rows into this table",
+                self.max_rows, self.max_rows
+            )));
+        }
+        self.seen += 1;
+        self.check(i, &row)?;
+        self.pending.push(row);
+        if self.pending.len() == JSON_CHUNK_ROWS {
+            self.decode_pending()?;
+        }
+        Ok(())
+    }
+
+    fn decode_pending(&mut self) -> Result<()> {
+        self.decoder
+            .serialize(&self.pending)
+            .map_err(|e| Error::BadRequest(format!("invalid rows: {}", clean(&e.to_string()))))?;
+        self.pending.clear();
+        Ok(())
+    }
+
+    /// Row `i` against the table: an object of its columns, each value of its column's kind.
+    fn check(&self, i: usize, row: &Value) -> Result<()> {
         let Value::Object(row) = row else {
             return Err(Error::BadRequest(format!("row {i} is not an object")));
         };
-        for field in schema.fields() {
+        for field in self.schema.fields() {
             match row.get(field.name()) {
                 None | Some(Value::Null) if !field.is_nullable() => {
                     return Err(Error::BadRequest(format!(
@@ -135,7 +208,7 @@ fn from_json(bytes: &[u8], schema: &SchemaRef, max_rows: usize) -> Result<Record
                 }
             }
         }
-        if let Some(unknown) = row.keys().find(|k| !columns.contains(k.as_str())) {
+        if let Some(unknown) = row.keys().find(|k| !self.columns.contains(k.as_str())) {
             return Err(Error::BadRequest(format!(
                 "row {i}: column {unknown:?} is not in the table{}",
                 if unknown == "_row_id" {
@@ -145,22 +218,71 @@ fn from_json(bytes: &[u8], schema: &SchemaRef, max_rows: usize) -> Result<Record
                 }
             )));
         }
+        Ok(())
     }
-    let mut decoder = arrow::json::ReaderBuilder::new(schema.clone())
-        .with_strict_mode(true)
-        .build_decoder()
-        .map_err(|e| Error::Internal(e.to_string()))?;
-    decoder
-        .serialize(&rows)
-        .map_err(|e| Error::BadRequest(format!("invalid rows: {}", clean(&e.to_string()))))?;
-    let batch = decoder
-        .flush()
-        .map_err(|e| Error::BadRequest(format!("invalid rows: {}", clean(&e.to_string()))))?;
-    let batch = batch.unwrap_or_else(|| RecordBatch::new_empty(schema.clone()));
-    for (field, column) in schema.fields().iter().zip(batch.columns()) {
-        check_nulls(field, column)?;
+}
+
+/// The body `{"data": [rows]}`.
+struct Envelope<'s, 'a>(&'s mut JsonRows<'a>);
+
+impl<'de> serde::de::Visitor<'de> for Envelope<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an object {\"data\": [rows]}")
     }
-    Ok(batch)
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut data = false;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if key != "data" || data {
+                let error = Error::BadRequest(match data && key == "data" {
+                    true => "the body holds field \"data\" twice".to_owned(),
+                    false => format!("unknown field {key:?} in the body; it holds only \"data\""),
+                });
+                return Err(self.0.refuse(error));
+            }
+            self.0.in_data = true;
+            map.next_value_seed(RowsOf(&mut *self.0))?;
+            self.0.in_data = false;
+            data = true;
+        }
+        if !data {
+            let error = Error::BadRequest(
+                "the body needs a field \"data\" holding an array of rows".to_owned(),
+            );
+            return Err(self.0.refuse(error));
+        }
+        Ok(())
+    }
+}
+
+/// The `data` array, each row handed to the sink as it is parsed.
+struct RowsOf<'s, 'a>(&'s mut JsonRows<'a>);
+
+impl<'de> serde::de::DeserializeSeed<'de> for RowsOf<'_, '_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for RowsOf<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an array of rows")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(row) = seq.next_element::<Value>()? {
+            if let Err(error) = self.0.take(row) {
+                return Err(self.0.refuse(error));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Arrow's messages start with the error kind; the kind says nothing to a client.

@@ -114,6 +114,14 @@ fn bad_json_rows_name_the_column() {
         (r#"{"data": [1]}"#, vec!["row 0"]),
         (r#"[1]"#, vec!["object"]),
         (r#"{"data": ["#, vec!["invalid request body"]),
+        (r#"{"data": {}}"#, vec!["holding an array"]),
+        (r#"{"data": 1}"#, vec!["holding an array"]),
+        (r#"{"data": [], "data": []}"#, vec!["twice"]),
+        (
+            r#"{"data": []} x"#,
+            vec!["invalid request body", "trailing"],
+        ),
+        ("7", vec!["object"]),
     ] {
         let message = message(json(body));
         for needle in needles {
@@ -123,6 +131,41 @@ fn bad_json_rows_name_the_column() {
             );
         }
     }
+}
+
+/// Rows are checked and decoded a chunk at a time as they are parsed: every chunk lands, a
+/// refusal names its row wherever it is, and the row limit stops the parse where it is passed.
+#[test]
+fn json_rows_are_decoded_as_they_are_parsed() {
+    let rows = |n: usize| -> Vec<String> {
+        (0..n)
+            .map(|i| format!(r#"{{"title": "t{i}", "n": {i}}}"#))
+            .collect()
+    };
+    let body = |rows: &[String]| format!(r#"{{"data": [{}]}}"#, rows.join(","));
+    let many = rows(3 * JSON_CHUNK_ROWS + 5);
+    let batch = json(&body(&many)).unwrap();
+    assert_eq!(batch.num_rows(), many.len());
+    let n = batch.column(1).as_primitive::<Int64Type>();
+    assert!((0..many.len()).all(|i| n.value(i) == i as i64));
+
+    let mut bad = many.clone();
+    bad[2500] = r#"{"title": "t", "n": "x"}"#.to_owned();
+    let refused = message(json(&body(&bad)));
+    assert!(refused.contains("row 2500"), "{refused}");
+
+    let over = from_json(body(&rows(3)).as_bytes(), &schema(), 2);
+    let refused = message(over);
+    assert!(
+        refused.contains("more than 2 rows") && refused.contains("at most 2 rows"),
+        "{refused}"
+    );
+    assert_eq!(
+        from_json(body(&rows(2)).as_bytes(), &schema(), 2)
+            .unwrap()
+            .num_rows(),
+        2
+    );
 }
 
 #[test]
