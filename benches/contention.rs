@@ -43,8 +43,8 @@ use std::{
 };
 
 use clap::Parser;
-use platform::{DATASET, PER_REQUEST, Platform, bulk_bodies};
-use serde_json::{Value, json};
+use platform::{PER_REQUEST, Platform, bulk_bodies};
+use serde_json::json;
 use server::Server;
 
 #[derive(Parser)]
@@ -71,15 +71,10 @@ const SEED: u64 = 2026;
 
 fn main() {
     let args = Args::parse();
-    let scratch = args.dir.clone().unwrap_or_else(|| {
-        PathBuf::from("/var/tmp").join(format!("strata-contention-{}", std::process::id()))
+    let dir = args.dir.clone();
+    server::in_scratch("contention", dir.as_deref(), |dir| async move {
+        run(&dir, &args).await;
     });
-    std::fs::create_dir_all(&scratch).unwrap();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    runtime.block_on(run(&scratch, &args));
-    if args.dir.is_none() {
-        let _ = std::fs::remove_dir_all(&scratch);
-    }
 }
 
 async fn run(dir: &Path, args: &Args) {
@@ -92,7 +87,7 @@ async fn run(dir: &Path, args: &Args) {
     let platform = Platform::of(&server, dir);
     let bodies = bulk_bodies(preload);
     for body in bodies {
-        bulk(&platform, body).await;
+        platform.bulk(body).await;
     }
     server::settle(&dir.join("tables"), args.docs).await;
     let loaded = server.rss_bytes();
@@ -152,7 +147,7 @@ async fn phase(
                 let mut sent = 0;
                 while !stop.load(Ordering::Relaxed) {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    bulk(&platform, bodies[i % bodies.len()].clone()).await;
+                    platform.bulk(bodies[i % bodies.len()].clone()).await;
                     sent += PER_REQUEST;
                 }
                 sent
@@ -204,18 +199,6 @@ async fn phase(
         ingested,
         peak_rss,
     }
-}
-
-async fn bulk(platform: &Platform, body: Vec<u8>) {
-    let answer: Value = platform
-        .send(
-            "POST",
-            &format!("/{DATASET}/_bulk"),
-            "application/x-ndjson",
-            body,
-        )
-        .await;
-    assert_eq!(answer["errors"], json!(false), "{answer}");
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {

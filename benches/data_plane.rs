@@ -69,18 +69,13 @@ const QUERY: &str = "SELECT category, count(*) AS n, sum(amount) AS total, avg(q
 
 fn main() {
     let args = Args::parse_from(std::env::args().filter(|a| a != "--bench"));
-    let scratch = args.dir.clone().unwrap_or_else(|| {
-        PathBuf::from("/var/tmp").join(format!("strata-bench-{}", std::process::id()))
+    let dir = args.dir.clone();
+    server::in_scratch("bench", dir.as_deref(), |scratch| async move {
+        match args.bench {
+            Bench::Append { batches } => append(&scratch, batches).await,
+            Bench::Groupby { rows, runs } => groupby(&scratch, rows, runs).await,
+        }
     });
-    std::fs::create_dir_all(&scratch).unwrap();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    match args.bench {
-        Bench::Append { batches } => runtime.block_on(append(&scratch, batches)),
-        Bench::Groupby { rows, runs } => runtime.block_on(groupby(&scratch, rows, runs)),
-    }
-    if args.dir.is_none() {
-        let _ = std::fs::remove_dir_all(&scratch);
-    }
 }
 
 /// Database `bench` with table `sales`.

@@ -43,7 +43,7 @@ use std::{
 };
 
 use clap::{Parser, Subcommand};
-use platform::{DATASET, Platform, bulk_bodies};
+use platform::{Platform, bulk_bodies};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde_json::{Value, json};
 use server::Server;
@@ -85,17 +85,12 @@ const WARM_UP: usize = 20;
 
 fn main() {
     let args = Args::parse_from(std::env::args().filter(|a| a != "--bench"));
-    let scratch = args.dir.clone().unwrap_or_else(|| {
-        PathBuf::from("/var/tmp").join(format!("strata-bench-{}", std::process::id()))
+    let dir = args.dir.clone();
+    server::in_scratch("bench", dir.as_deref(), |scratch| async move {
+        match args.bench {
+            Bench::Bulk { docs, queries } => bulk(&scratch, docs, queries).await,
+        }
     });
-    std::fs::create_dir_all(&scratch).unwrap();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    match args.bench {
-        Bench::Bulk { docs, queries } => runtime.block_on(bulk(&scratch, docs, queries)),
-    }
-    if args.dir.is_none() {
-        let _ = std::fs::remove_dir_all(&scratch);
-    }
 }
 
 /// Loads `bodies` into a new server in `dir` with `clients` concurrent clients; returns the
@@ -118,15 +113,7 @@ async fn load(
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(body) = bodies.get(i) else { break };
-                    let answer = platform
-                        .send(
-                            "POST",
-                            &format!("/{DATASET}/_bulk"),
-                            "application/x-ndjson",
-                            body.clone(),
-                        )
-                        .await;
-                    assert_eq!(answer["errors"], json!(false), "{answer}");
+                    platform.bulk(body.clone()).await;
                 }
             })
         })

@@ -64,6 +64,19 @@ impl Platform {
         answer
     }
 
+    /// Sends one bulk body to the benchmarks' dataset; every record must be taken.
+    pub async fn bulk(&self, body: Vec<u8>) {
+        let answer = self
+            .send(
+                "POST",
+                &format!("/{DATASET}/_bulk"),
+                "application/x-ndjson",
+                body,
+            )
+            .await;
+        assert_eq!(answer["errors"], serde_json::json!(false), "{answer}");
+    }
+
     pub async fn search(&self, body: &Value) -> Value {
         self.send(
             "POST",

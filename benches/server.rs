@@ -10,6 +10,25 @@ use serde_json::Value;
 
 use crate::generator;
 
+/// Runs `bench` in a runtime with a scratch directory: `dir` if given (kept after), else one
+/// under /var/tmp named after `name`, removed after.
+pub fn in_scratch<F: std::future::Future<Output = ()>>(
+    name: &str,
+    dir: Option<&Path>,
+    bench: impl FnOnce(PathBuf) -> F,
+) {
+    let scratch = dir.map(Path::to_owned).unwrap_or_else(|| {
+        PathBuf::from("/var/tmp").join(format!("strata-{name}-{}", std::process::id()))
+    });
+    std::fs::create_dir_all(&scratch).unwrap();
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(bench(scratch.clone()));
+    if dir.is_none() {
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
+}
+
 /// Runs an admin command of the strata binary on the data directory `dir`; its output.
 pub fn admin(dir: &Path, args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_strata"))
@@ -50,7 +69,9 @@ impl Server {
 
     /// Starts a server again on a directory `start` prepared, with the same key.
     pub fn resume(dir: &Path, key: String, extra: &[&str]) -> Server {
-        let bin = env!("CARGO_BIN_EXE_strata");
+        // Another build of the server (one with `--features system-allocator`, say).
+        let bin = std::env::var("STRATA_BENCH_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_strata").to_owned());
         let mut command = Command::new(bin);
         // Another allocator for the server alone, to compare side by side (docs/benchmarks.md).
         if let Ok(preload) = std::env::var("STRATA_BENCH_PRELOAD") {

@@ -11,7 +11,10 @@ use strata::{
 };
 
 /// jemalloc returns what a load freed, where glibc's malloc kept most of it (docs/benchmarks.md,
-/// "Search under ingest": 120 MiB resident when idle after the load, against 763 MiB).
+/// "Search under ingest": 120 MiB resident when idle after the load, against 763 MiB). Built
+/// with `--features system-allocator`, the server uses the system's malloc, or one given by
+/// LD_PRELOAD.
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
