@@ -2,7 +2,7 @@
 //! data plane, then bulk writers on the platform, then nothing.
 //!
 //! `cargo bench -p strata --bench memory -- [--rows 100000] [--seconds 60] [--clients 16]
-//! [--writers 4] [--idle 30]`
+//! [--writers 4] [--idle 30] [--set key=value ...]`
 //!
 //! A release `strata serve` gets a data-plane table of `--rows` generated documents (two
 //! full-text columns, benches/corpus.rs), settled into segments. Then:
@@ -69,6 +69,9 @@ struct Args {
     /// How long the idle phase lasts.
     #[arg(long, default_value_t = 30)]
     idle: u64,
+    /// A configuration key of the server, `key=value` (as `strata serve --set`); repeatable.
+    #[arg(long = "set")]
+    sets: Vec<String>,
     /// Where the server's data goes (default: under /var/tmp, removed after).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -90,12 +93,18 @@ fn main() {
     });
 }
 
-/// One sample: seconds since the phases began, the phase, resident bytes.
-type Sample = (u64, &'static str, u64);
+/// One sample: seconds since the phases began, the phase, resident bytes (anonymous, and
+/// file-backed: mapped index files).
+type Sample = (u64, &'static str, (u64, u64));
 
 async fn run(dir: &Path, args: &Args) {
-    let started = Server::start(dir, &[]);
-    let fresh = started.rss_bytes();
+    let sets: Vec<&str> = args
+        .sets
+        .iter()
+        .flat_map(|set| ["--set", set.as_str()])
+        .collect();
+    let started = Server::start(dir, &sets);
+    let fresh = started.rss_parts();
     let server = Arc::new(started);
     let http = reqwest::Client::new();
     let platform = Platform::of(&server, dir);
@@ -172,33 +181,42 @@ async fn run(dir: &Path, args: &Args) {
     .await;
     summary.push(("idle", idle));
 
+    let mib = |(anon, file): (u64, u64)| format!("{} + {}", anon >> 20, file >> 20);
     println!(
-        "resident memory of a fresh server: {} MiB; after loading {} rows: {} MiB\n",
-        fresh >> 20,
+        "resident memory of a fresh server: {} MiB; after loading {} rows: {} MiB \
+         (anonymous + file-backed)\n",
+        mib(fresh),
         args.rows,
-        samples.first().map_or(0, |s| s.2 >> 20)
+        samples.first().map_or_else(String::new, |s| mib(s.2))
     );
-    println!("| phase | seconds | requests answered | RSS at start MiB | peak MiB | at end MiB |");
-    println!("|---|---|---|---|---|---|");
+    println!(
+        "| phase | seconds | requests answered | RSS at start MiB | peak MiB | at end MiB | peak anonymous MiB |"
+    );
+    println!("|---|---|---|---|---|---|---|");
     for (phase, (requests, seconds)) in summary {
-        let of: Vec<u64> = samples
+        let of: Vec<(u64, u64)> = samples
             .iter()
             .filter(|s| s.1 == phase)
-            .map(|s| s.2 >> 20)
+            .map(|s| s.2)
             .collect();
+        let total = |(anon, file): &(u64, u64)| (anon + file) >> 20;
         println!(
-            "| {phase} | {seconds} | {requests} | {} | {} | {} |",
-            of.first().unwrap(),
-            of.iter().max().unwrap(),
-            of.last().unwrap()
+            "| {phase} | {seconds} | {requests} | {} | {} | {} | {} |",
+            mib(of[0]),
+            of.iter().map(total).max().unwrap(),
+            mib(*of.last().unwrap()),
+            of.iter().map(|s| s.0 >> 20).max().unwrap(),
         );
     }
     let series: Vec<String> = samples
         .iter()
         .filter(|s| s.0 % 10 == 0)
-        .map(|s| format!("{}s {} {}", s.0, s.1, s.2 >> 20))
+        .map(|s| format!("{}s {} {}", s.0, s.1, mib(s.2)))
         .collect();
-    println!("\nresident MiB every 10 s: {}", series.join(", "));
+    println!(
+        "\nresident MiB (anonymous + file-backed) every 10 s: {}",
+        series.join(", ")
+    );
 }
 
 type Load = (
@@ -219,7 +237,7 @@ async fn run_phase(
 ) -> (usize, u64) {
     let ends = Instant::now() + Duration::from_secs(seconds);
     loop {
-        samples.push((begun.elapsed().as_secs(), phase, server.rss_bytes()));
+        samples.push((begun.elapsed().as_secs(), phase, server.rss_parts()));
         if Instant::now() >= ends {
             break;
         }

@@ -126,10 +126,22 @@ impl Server {
     /// The server's resident memory, from /proc (the contention benchmark's only).
     #[allow(dead_code)]
     pub fn rss_bytes(&self) -> u64 {
+        self.status_bytes("VmRSS")
+    }
+
+    /// The server's resident memory in two parts: anonymous (its heap, what the allocator
+    /// holds) and file-backed (index files it maps, which the kernel reclaims under pressure).
+    #[allow(dead_code)]
+    pub fn rss_parts(&self) -> (u64, u64) {
+        (self.status_bytes("RssAnon"), self.status_bytes("RssFile"))
+    }
+
+    /// A `kB` line of /proc/PID/status, in bytes.
+    fn status_bytes(&self, key: &str) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
         status
             .lines()
-            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .find_map(|line| line.strip_prefix(key)?.strip_prefix(':'))
             .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
             .map_or(0, |kb| kb * 1024)
     }
