@@ -393,3 +393,67 @@ async fn remote_write_takes_bodies_up_to_the_configured_limit() {
         [json!([400_000])]
     );
 }
+
+/// A dataset made empty by `PUT /{name}` takes samples as its first write (and is then a
+/// metrics dataset, after a restart too); one that holds records, or whose mapping declares
+/// fields, keeps its kind. Create-then-ingest works for either kind.
+#[tokio::test]
+async fn an_empty_dataset_takes_samples_as_its_first_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(dir.path(), &[]);
+    let credentials = root_user(dir.path(), "acme");
+    let platform = Signed::new(&server, &credentials);
+    for name in ["web", "logs", "declared"] {
+        let body = match name {
+            "declared" => Some(json!({"mappings": {"properties": {"status": {"type": "long"}}}})),
+            _ => None,
+        };
+        let made = platform
+            .send("PUT", &format!("/{name}"), body.as_ref())
+            .await;
+        assert_eq!(made.status, 200, "{made:?}");
+    }
+    let first = post_metrics(&platform, "web", "http_requests_total{code=\"200\"} 10\n").await;
+    assert_eq!(first.status, 200, "{first:?}");
+    let bulk = platform
+        .send_ndjson(
+            "POST",
+            "/web/_bulk",
+            &[json!({"index": {}}), json!({"a": 1})],
+        )
+        .await;
+    let reason = bulk.body["items"][0]["index"]["error"]["reason"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(reason.contains("holds metrics"), "{bulk:?}");
+
+    // Records first: the dataset holds records from then on.
+    let records = platform
+        .send_ndjson(
+            "POST",
+            "/logs/_bulk",
+            &[json!({"index": {}}), json!({"a": 1})],
+        )
+        .await;
+    assert_eq!(records.body["errors"], false, "{records:?}");
+    let refused = post_metrics(&platform, "logs", "up 1\n").await;
+    assert_eq!(refused.status, 400, "{refused:?}");
+    // A mapping makes a dataset of records before any write.
+    let refused = post_metrics(&platform, "declared", "up 1\n").await;
+    assert_eq!(refused.status, 400, "{refused:?}");
+
+    // The change of kind is in the log: a restart reads `web` as metrics.
+    assert!(server.stop());
+    let server = Server::start(dir.path(), &[]);
+    let platform = Signed::new(&server, &credentials);
+    let answer = platform
+        .send("GET", "/web/promql?query=sum(http_requests_total)", None)
+        .await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(
+        answer.body["data"]["result"][0]["value"][1], "10",
+        "{answer:?}"
+    );
+    let rows = sql(&platform, "SELECT COUNT(*) FROM logs").await;
+    assert_eq!(rows, [json!([1])]);
+}

@@ -448,6 +448,10 @@ impl Projection for CatalogProjection {
                 {
                     let mut table = next.tables[&changed.name].as_ref().clone();
                     table.columns = columns_of(&changed.columns)?;
+                    if let Some(metrics) = changed.metrics {
+                        table.metrics = metrics;
+                        table.exact_columns = changed.exact_columns.clone();
+                    }
                     table.declared.extend(declared_of(&changed.declared));
                     table.date_formats.extend(
                         changed

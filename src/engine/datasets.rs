@@ -26,6 +26,35 @@ use super::{
 use crate::documents::mapping::Declared;
 use crate::error::{Error, Result};
 
+impl Kind {
+    /// The columns a dataset of this kind starts with, and its exact-match columns.
+    fn first_columns(self) -> (Vec<Column>, Vec<String>) {
+        let column = |name: &str, r#type: &str| Column {
+            name: name.to_owned(),
+            r#type: r#type.to_owned(),
+            nullable: false,
+        };
+        match self {
+            Kind::Records => (
+                vec![
+                    column(ID_FIELD, "utf8"),
+                    column(TIMESTAMP_FIELD, "timestamp[ms,UTC]"),
+                ],
+                vec![ID_FIELD.to_owned()],
+            ),
+            // Label columns are added as samples bring them.
+            Kind::Metrics => (
+                vec![
+                    column(TIMESTAMP_FIELD, "timestamp[ms,UTC]"),
+                    column(series::SERIES_COLUMN, "uint64"),
+                    column(series::VALUE_COLUMN, "float64"),
+                ],
+                Vec::new(),
+            ),
+        }
+    }
+}
+
 /// The database of an account's datasets.
 pub const DEFAULT_DATABASE: &str = "default";
 
@@ -302,29 +331,7 @@ impl Engine {
         }
         let aliases = super::aliases::creation_aliases(&catalog, name, aliases)?;
         let partition = PartitionId::table(&database.account, &database.name, name);
-        let column = |name: &str, r#type: &str| Column {
-            name: name.to_owned(),
-            r#type: r#type.to_owned(),
-            nullable: false,
-        };
-        let (first, exact_columns) = match kind {
-            Kind::Records => (
-                vec![
-                    column(ID_FIELD, "utf8"),
-                    column(TIMESTAMP_FIELD, "timestamp[ms,UTC]"),
-                ],
-                vec![ID_FIELD.to_owned()],
-            ),
-            // Label columns are added as samples bring them.
-            Kind::Metrics => (
-                vec![
-                    column(TIMESTAMP_FIELD, "timestamp[ms,UTC]"),
-                    column(series::SERIES_COLUMN, "uint64"),
-                    column(series::VALUE_COLUMN, "float64"),
-                ],
-                Vec::new(),
-            ),
-        };
+        let (first, exact_columns) = kind.first_columns();
         let created = TableCreated {
             name: name.to_owned(),
             table_id: uuid::Uuid::now_v7().to_string(),
@@ -362,6 +369,58 @@ impl Engine {
         };
         permit.write(Body::TableCreated(created), origin).await?;
         Ok(())
+    }
+
+    /// Makes dataset `def`, never written yet, a dataset of `kind`, as its first write asks:
+    /// an empty dataset takes samples or records, whichever comes first (one made by
+    /// `PUT /{name}` takes samples too). `false` when it keeps its kind: it holds writes, or its
+    /// mapping declares fields. `true` when it changed, or the caller should look again (it
+    /// changed meanwhile).
+    pub(super) async fn retype_empty(
+        &self,
+        runtime: &DatabaseGuard,
+        def: &Arc<TableDef>,
+        kind: Kind,
+        origin: &Origin,
+        wait: std::time::Duration,
+    ) -> Result<bool> {
+        if !def.declared.is_empty() || def.vector_column.is_some() {
+            return Ok(false);
+        }
+        // With the dataset's write permit held, no write is in flight while its kind changes,
+        // and every later one finds the catalog changed under its own permit and plans again.
+        let table = self.table_runtime(runtime, def).await?;
+        let Some(writes) = super::ingest::dataset_permit(&table, &def.name).await? else {
+            return Ok(true);
+        };
+        // Row ids count every row ever written, deleted ones too.
+        if writes.snapshot().next_row_id > 0 {
+            return Ok(false);
+        }
+        let mut permit = runtime
+            .catalog
+            .try_permit(wait)
+            .await?
+            .ok_or_else(|| busy(&runtime.account))?;
+        self.still_ready(runtime)?;
+        match permit.snapshot().tables.get(&def.name) {
+            Some(current) if current.id == def.id && current == def => {}
+            Some(current) if current.id == def.id => return Ok(true),
+            _ => return Err(Error::DatasetNotFound(def.name.clone())),
+        }
+        let (columns, exact_columns) = kind.first_columns();
+        let body = Body::TableColumnsChanged(TableColumnsChanged {
+            name: def.name.clone(),
+            table_id: def.id.clone(),
+            database_id: runtime.id.clone(),
+            columns,
+            metrics: Some(kind == Kind::Metrics),
+            exact_columns,
+            ..Default::default()
+        });
+        permit.write(body, origin).await?;
+        tracing::debug!(dataset = %def.name, ?kind, "an empty dataset took the kind of its first write");
+        Ok(true)
     }
 
     /// Gives dataset `def` the columns `columns` (its own, some retyped, and new ones after them),

@@ -32,7 +32,9 @@ use strata_projections::{
 
 use super::{
     Action, DatabaseGuard, Engine, Origin, PlatformPrincipal, TableRuntime, aliases,
-    datasets::check_name, leader::Permit, quota::Counts,
+    datasets::{Kind, check_name},
+    leader::Permit,
+    quota::Counts,
 };
 use crate::{
     documents::{
@@ -349,9 +351,15 @@ impl Engine {
             Err(error) => return Err(error),
         };
         if def.metrics {
-            return Err(Error::BadRequest(format!(
-                "dataset {name:?} holds metrics: write its samples to POST /{name}/metrics or by remote write"
-            )));
+            // A dataset never written yet takes records as well as samples.
+            let retyped = writes > 0
+                && self
+                    .retype_empty(&runtime, &def, Kind::Records, origin, BULK_WAIT)
+                    .await?;
+            def = self.dataset(account, name).await?.1;
+            if !retyped || def.metrics {
+                return Err(holds_metrics(name));
+            }
         }
         // A geo point written as an object was flattened like any object: gather it again.
         // Values of fields declared `ignore_malformed` that do not fit are left out.
@@ -374,6 +382,10 @@ impl Engine {
         // progress, so this request keeps trying as long as it would wait for a busy writer.
         let deadline = tokio::time::Instant::now() + BULK_WAIT;
         while tokio::time::Instant::now() < deadline {
+            // An empty dataset may have taken samples meanwhile.
+            if def.metrics {
+                return Err(holds_metrics(name));
+            }
             // Plan the columns (of the records, then of the updates' partial records); grow
             // them first when the records need it.
             let candidates: Vec<Option<&Document>> = documents
@@ -549,6 +561,13 @@ impl Engine {
         self.record_usage(&runtime.account, &runtime.id, &def.id, Counts::of(&after));
         Ok(())
     }
+}
+
+/// The refusal of records written to a metrics dataset.
+fn holds_metrics(name: &str) -> Error {
+    Error::BadRequest(format!(
+        "dataset {name:?} holds metrics: write its samples to POST /{name}/metrics or by remote write"
+    ))
 }
 
 /// The permit of dataset `name`'s leader, waiting at most [`BULK_WAIT`] for writes in flight;

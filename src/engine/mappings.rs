@@ -148,6 +148,7 @@ impl Engine {
                     .map(|(name, field)| (name.clone(), field.to_event()))
                     .collect(),
                 date_formats: change.formats,
+                ..Default::default()
             });
             permit.write(body, origin).await?;
         }

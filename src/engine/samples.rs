@@ -116,7 +116,15 @@ impl Engine {
         let deadline = tokio::time::Instant::now() + SAMPLES_WAIT;
         while tokio::time::Instant::now() < deadline {
             if !def.metrics {
-                return Err(not_metrics(name));
+                // A dataset never written yet (made by PUT /{name}, say) takes samples.
+                let retyped = self
+                    .retype_empty(&runtime, &def, Kind::Metrics, origin, SAMPLES_WAIT)
+                    .await?;
+                if !retyped {
+                    return Err(not_metrics(name));
+                }
+                def = self.dataset(account, name).await?.1;
+                continue;
             }
             // New labels are new columns, added before the samples are written.
             let columns = label_columns(&def, samples)?;
