@@ -639,5 +639,46 @@ mod tests {
         assert_eq!(docs.id, "t1");
         assert_eq!(docs.fts_columns, ["title"]);
         assert_eq!(state.tables["other"].columns.len(), 2);
+        // A change that names no kind keeps it.
+        assert!(!docs.metrics);
+    }
+
+    /// A change with `metrics` set gives an empty dataset the other kind: its columns and
+    /// exact-match columns whole, either way.
+    #[test]
+    fn a_change_of_kind_sets_the_kind_and_its_exact_columns() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::open(dir.path()).unwrap();
+        let mut catalog = CatalogProjection::open(&store, "a", "db", "dbid").unwrap();
+        let kind = |metrics: bool, exact: &[&str]| {
+            let mut event = columns_changed("docs", "t1", "dbid");
+            if let Some(Body::TableColumnsChanged(changed)) = &mut event.body {
+                changed.metrics = Some(metrics);
+                changed.exact_columns = exact.iter().map(|c| c.to_string()).collect();
+            }
+            event
+        };
+        let mut offset = 0;
+        let mut apply = |event: Envelope| {
+            offset += 1;
+            catalog
+                .apply(
+                    &[event],
+                    Checkpoint {
+                        next_offset: offset,
+                        epoch: 0,
+                    },
+                )
+                .unwrap();
+            catalog.snapshot().tables["docs"].clone()
+        };
+        let made = apply(created("docs", "t1"));
+        assert_eq!((made.metrics, made.exact_columns.len()), (false, 0));
+        let metrics = apply(kind(true, &[]));
+        assert!(metrics.metrics);
+        assert!(metrics.exact_columns.is_empty());
+        let records = apply(kind(false, &["title"]));
+        assert!(!records.metrics);
+        assert_eq!(records.exact_columns, ["title"]);
     }
 }
