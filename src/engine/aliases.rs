@@ -142,11 +142,9 @@ pub fn resolve_read(
                 continue;
             }
             for (dataset, target) in targets {
-                if state
-                    .tables
-                    .get(dataset)
-                    .is_some_and(|t| t.dataset && t.id == target.table_id)
-                {
+                if state.tables.get(dataset).is_some_and(|t| {
+                    t.dataset && t.id == target.table_id && !(t.metrics && pattern.contains('*'))
+                }) {
                     let filter = target
                         .filter
                         .as_deref()
@@ -472,29 +470,6 @@ impl Engine {
         };
         let runtime = self.runtime(&database).await?;
         Ok(Some(runtime.catalog.snapshot()))
-    }
-
-    /// The datasets a read of `names` reaches (see [`resolve_read`]); all of them for `None`,
-    /// `""`, `_all` and `*`.
-    pub(super) async fn read_targets(
-        &self,
-        principal: &PlatformPrincipal,
-        names: Option<&str>,
-        ignore_unavailable: bool,
-    ) -> Result<Vec<Searched>> {
-        self.authorize(principal, Action::MetadataRead, names.unwrap_or("*"))?;
-        let patterns = match names.map(split_names) {
-            None => vec!["*".to_owned()],
-            Some(list) if list.is_empty() => vec!["*".to_owned()],
-            Some(list) => list,
-        };
-        let Some(state) = self.datasets_catalog(&principal.account).await? else {
-            return match patterns.iter().find(|p| !p.contains('*')) {
-                Some(name) if !ignore_unavailable => Err(Error::DatasetNotFound(name.clone())),
-                _ => Ok(Vec::new()),
-            };
-        };
-        resolve_read(&state, &patterns, ignore_unavailable)
     }
 
     /// POST /_aliases, PUT and DELETE /{index}/_alias/{name}: `actions`, as one catalog change.

@@ -21,7 +21,9 @@ use strata_projections::{
 };
 
 use super::{
-    Action, DatabaseGuard, Engine, Origin, PlatformPrincipal, Principal, aliases::AliasSpec,
+    Action, DatabaseGuard, Engine, Origin, PlatformPrincipal, Principal,
+    access::{DatasetView, Target},
+    aliases::AliasSpec,
 };
 use crate::documents::mapping::Declared;
 use crate::error::{Error, Result};
@@ -497,37 +499,14 @@ impl Engine {
         Ok(())
     }
 
-    /// The runtime of the account's `default` database and its datasets, by name; `None` before
-    /// the account's first dataset.
-    async fn all_datasets(
-        &self,
-        account: &str,
-    ) -> Result<Option<(DatabaseGuard, Vec<Arc<TableDef>>)>> {
-        let origin = Origin::system();
-        let Some(database) = self.default_database(account, false, &origin).await? else {
-            return Ok(None);
-        };
-        let runtime = self.runtime(&database).await?;
-        let defs = runtime
-            .catalog
-            .snapshot()
-            .tables
-            .values()
-            .filter(|def| def.dataset)
-            .cloned()
-            .collect();
-        Ok(Some((runtime, defs)))
-    }
-
-    /// GET /metadata: the account's datasets, by name.
+    /// GET /metadata: the account's datasets the user may see, by name.
     pub async fn datasets(&self, principal: &PlatformPrincipal) -> Result<Vec<DatasetInfo>> {
-        self.authorize(principal, Action::MetadataRead, "*")?;
-        let Some((runtime, defs)) = self.all_datasets(&principal.account).await? else {
-            return Ok(Vec::new());
-        };
-        let mut infos = Vec::with_capacity(defs.len());
-        for def in defs {
-            infos.push(self.dataset_info_of(&runtime, &def).await?);
+        let view = self
+            .read(principal, Action::MetadataRead, Target::Every, true)
+            .await?;
+        let mut infos = Vec::with_capacity(view.datasets.len());
+        for dataset in &view.datasets {
+            infos.push(self.dataset_info_of(dataset).await?);
         }
         Ok(infos)
     }
@@ -538,44 +517,29 @@ impl Engine {
         principal: &PlatformPrincipal,
         name: &str,
     ) -> Result<DatasetInfo> {
-        self.authorize(principal, Action::MetadataRead, name)?;
-        let (runtime, def) = self.dataset(&principal.account, name).await?;
-        self.dataset_info_of(&runtime, &def).await
+        let view = self.read_one(principal, Action::MetadataRead, name).await?;
+        self.dataset_info_of(&view).await
     }
 
     /// The definitions of the account's datasets (`names`: those it names, by name, pattern
-    /// or alias), for their mappings.
+    /// or alias), for their mappings, without the fields the user may not see.
     pub async fn dataset_defs(
         &self,
         principal: &PlatformPrincipal,
         names: Option<&str>,
     ) -> Result<Vec<Arc<TableDef>>> {
-        self.authorize(principal, Action::MetadataRead, names.unwrap_or("*"))?;
-        let Some((_, defs)) = self.all_datasets(&principal.account).await? else {
-            return match names {
-                Some(name) if !name.contains('*') && name != "_all" => {
-                    Err(Error::DatasetNotFound(name.to_owned()))
-                }
-                _ => Ok(Vec::new()),
-            };
-        };
-        let Some(names) = names else {
-            return Ok(defs);
-        };
-        let targets = self.read_targets(principal, Some(names), false).await?;
-        Ok(targets
-            .iter()
-            .filter_map(|t| defs.iter().find(|d| d.name == t.name).cloned())
-            .collect())
+        match names {
+            None => self.metadata(principal, Target::Every, true).await,
+            Some(names) => {
+                self.metadata(principal, Target::Names(Some(names)), false)
+                    .await
+            }
+        }
     }
 
-    async fn dataset_info_of(
-        &self,
-        runtime: &DatabaseGuard,
-        def: &Arc<TableDef>,
-    ) -> Result<DatasetInfo> {
-        let table = self.table_runtime(runtime, def).await?;
-        let snapshot = table.snapshot();
+    async fn dataset_info_of(&self, view: &DatasetView) -> Result<DatasetInfo> {
+        let snapshot = &view.snapshot;
+        let def = &view.def;
         let bytes = snapshot
             .segments
             .iter()
@@ -587,6 +551,7 @@ impl Engine {
                     .map(|m| m.batch.get_array_memory_size() as u64),
             )
             .sum();
+        let docs_count = self.visible_count(view).await?;
         let size = human_size(bytes);
         Ok(DatasetInfo {
             health: "green".to_owned(),
@@ -595,7 +560,7 @@ impl Engine {
             uuid: def.id.clone(),
             pri: "1".to_owned(),
             rep: "0".to_owned(),
-            docs_count: snapshot.live_rows.to_string(),
+            docs_count: docs_count.to_string(),
             docs_deleted: "0".to_owned(),
             store_size: size.clone(),
             pri_store_size: size,

@@ -273,7 +273,7 @@ impl Engine {
         origin: &Origin,
         all_or_nothing: Option<AllOrNothing>,
     ) -> Result<Vec<Applied>> {
-        self.authorize(principal, Action::RecordWrite, name)?;
+        self.authorize_write(principal, name)?;
         // The records, read once, before any permit. An update's record is its upsert; its
         // partial record is planned for columns beside the records.
         let mut ids = Vec::with_capacity(operations.len());
@@ -627,13 +627,16 @@ impl Engine {
         limits: DeleteLimits,
         origin: &Origin,
     ) -> Result<Deleted> {
-        self.authorize(principal, Action::RecordWrite, name)?;
+        self.authorize_write(principal, name)?;
+        // It matches only what the user may read.
+        let view = self.read_one(principal, Action::RecordRead, name).await?;
         let (runtime, def) = self.dataset(&principal.account, name).await?;
         if def.metrics {
             return Err(Error::BadRequest(format!(
                 "dataset {name:?} holds metrics, not documents: a query cannot select its samples"
             )));
         }
+        let (compiled, ..) = super::query_dsl::prepare(&view, query).await?;
         let deadline = tokio::time::Instant::now() + BULK_WAIT;
         while tokio::time::Instant::now() < deadline {
             let table = self.table_runtime(&runtime, &def).await?;
@@ -642,18 +645,9 @@ impl Engine {
             };
             self.still_ready(&runtime)?;
             let snapshot = permit.snapshot();
-            let schema = snapshot
-                .index
-                .as_ref()
-                .and_then(|i| i.docs.clone())
-                .ok_or_else(|| {
-                    Error::Internal(format!("dataset {name:?} has no document index"))
-                })?;
-            let now = chrono::Utc::now().timestamp_millis();
-            let compiled = strata_projections::table::dsl::compile(&schema, query, now)
-                .map_err(|e| Error::BadRequest(format!("[{}] {}", e.kind, e.reason)))?;
             let mut matched = {
                 let snapshot = snapshot.clone();
+                let compiled = compiled.box_clone();
                 tokio::task::spawn_blocking(move || snapshot.matching_rows(compiled.as_ref()))
                     .await
                     .map_err(|e| Error::Internal(format!("a search task failed: {e}")))??
@@ -741,23 +735,34 @@ fn match_key(value: &serde_json::Value) -> String {
 }
 
 impl Engine {
-    /// Every live row of dataset `name`, in write order.
+    /// Every live row of `snapshot` (those of `rows` alone, when given), in write order.
     async fn all_rows(
         &self,
-        principal: &PlatformPrincipal,
-        name: &str,
-    ) -> Result<(Arc<TableDef>, Vec<RecordBatch>)> {
-        let (runtime, def) = self.dataset(&principal.account, name).await?;
-        let table = self.table_runtime(&runtime, &def).await?;
+        snapshot: Arc<TableSnapshot>,
+        rows: Option<Arc<RoaringTreemap>>,
+    ) -> Result<Vec<RecordBatch>> {
         let ctx = crate::query::session(&self.queries);
         ctx.register_table(
             "t",
-            Arc::new(strata_projections::table::TableScan::new(table.snapshot())),
+            Arc::new(strata_projections::table::TableScan::new(snapshot)),
         )
         .map_err(crate::query::classify)?;
         let statement = crate::query::parse(&ctx, "SELECT * FROM t ORDER BY _row_id")?;
         let result = crate::query::run(&ctx, statement).await?;
-        Ok((def, result.batches))
+        let Some(rows) = rows else {
+            return Ok(result.batches);
+        };
+        result
+            .batches
+            .iter()
+            .map(|batch| {
+                let ids = strata_projections::table::batch_row_ids(batch)?;
+                let keep: arrow::array::BooleanArray =
+                    ids.iter().map(|id| Some(rows.contains(*id))).collect();
+                arrow::compute::filter_record_batch(batch, &keep)
+                    .map_err(|e| Error::Internal(e.to_string()))
+            })
+            .collect()
     }
 
     /// POST /{dataset}/enrich_dataset: sets `policy.enrich_fields` on every record of `target`
@@ -772,16 +777,22 @@ impl Engine {
     ) -> Result<u64> {
         use crate::documents::source::{SourceFilter, insert, json_value, record};
         let source_name = policy.source.as_deref().unwrap_or(target);
-        self.authorize(principal, Action::RecordWrite, target)?;
-        self.authorize(principal, Action::RecordRead, source_name)?;
+        self.authorize_write(principal, target)?;
+        // It copies only what the user may read, as it is (a masked field is not there).
+        let source = self
+            .read_one(principal, Action::RecordRead, source_name)
+            .await?;
         if policy.enrich_fields.is_empty() {
             return Err(Error::BadRequest(
                 "the enrich policy names no enrich_fields".to_owned(),
             ));
         }
-        let (source_def, source_rows) = self.all_rows(principal, source_name).await?;
+        let source_rows = self
+            .all_rows(source.snapshot.clone(), source.visible_rows().await?)
+            .await?;
         for field in std::iter::once(&policy.match_field).chain(&policy.enrich_fields) {
-            if !source_def.columns.iter().any(|c| &c.name == field) {
+            let copied = source.fields.shows(field) == Some(None);
+            if !copied || !source.def.columns.iter().any(|c| &c.name == field) {
                 return Err(Error::BadRequest(format!(
                     "the source dataset {source_name:?} has no field {field:?}"
                 )));
@@ -809,7 +820,10 @@ impl Engine {
                 });
             }
         }
-        let (target_def, target_rows) = self.all_rows(principal, target).await?;
+        // The target's records are written again whole.
+        let (runtime, target_def) = self.dataset(&principal.account, target).await?;
+        let snapshot = self.table_runtime(&runtime, &target_def).await?.snapshot();
+        let target_rows = self.all_rows(snapshot, None).await?;
         let formats = crate::documents::columns::Formats::of(&target_def);
         let mut operations = Vec::new();
         for batch in &target_rows {

@@ -15,7 +15,7 @@ use strata_log::{
 };
 use strata_projections::catalog::{DeclaredField, TableDef};
 
-use super::{Action, Engine, Origin, PlatformPrincipal};
+use super::{Action, Engine, Origin, PlatformPrincipal, access::Target};
 use crate::{
     documents::mapping::{self, Declared},
     error::{Error, Result},
@@ -108,10 +108,14 @@ impl Engine {
                     .to_owned(),
             ));
         }
-        let targets = self.read_targets(principal, Some(names), false).await?;
-        for target in &targets {
-            self.authorize(principal, Action::DatasetCreate, &target.name)?;
-        }
+        let targets = self
+            .reach(
+                principal,
+                Action::DatasetCreate,
+                Target::Names(Some(names)),
+                false,
+            )
+            .await?;
         // Every dataset is checked before any changes.
         for target in &targets {
             let (_, def) = self.dataset(&principal.account, &target.name).await?;

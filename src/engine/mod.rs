@@ -11,8 +11,10 @@
 //! - [`changes`]: change streams over a database's partitions.
 //! - [`placement`]: which node of a cluster serves what.
 //! - [`users`]: platform users, request signatures, authorization.
+//! - [`access`]: the one door of platform reads and writes of datasets, with the caller's grant.
 //! - [`datasets`] and [`ingest`]: platform datasets, and the records written to them.
 
+mod access;
 mod aliases;
 mod catalog;
 mod changes;
@@ -48,6 +50,7 @@ use tokio::sync::OnceCell;
 
 use self::leader::Leader;
 pub use self::{
+    access::{FieldPolicy, FieldRule, Grant, Mask, Permission},
     aliases::{AliasAction, AliasSpec, parse_spec as parse_alias_spec, split_names},
     catalog::{ColumnSpec, CreateTable},
     changes::{Change, ChangeStream, StreamStart},

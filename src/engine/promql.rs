@@ -6,15 +6,18 @@
 //! (grouped on first use); a series' samples from every part merge by time, and of two samples
 //! at one time the one written last (the higher row id) is read. Deleted rows are never read.
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{borrow::Cow, collections::HashMap, sync::Arc, time::Duration};
 
 use roaring::RoaringTreemap;
 use strata_projections::table::{
     TableSnapshot,
-    series::{Point, SeriesMeta, SeriesSet},
+    series::{LabelSet, Point, SeriesMeta, SeriesSet, series_id},
 };
 
-use super::{Action, Engine, PlatformPrincipal};
+use super::{
+    Action, Engine, PlatformPrincipal,
+    access::{FieldPolicy, LabelFilter, Target},
+};
 use crate::{
     error::{Error, Result},
     promql::{
@@ -120,30 +123,77 @@ async fn blocking<T: Send + 'static>(
         })?
 }
 
-/// The series of some metrics datasets, as of one snapshot of each.
+/// How a reader sees a metrics dataset's series: its labels hidden or masked (a redacted
+/// label's value starred; a nullified or removed one gone), and which series it may see.
+/// Series that become alike merge, as Prometheus merges series of one label set.
+#[derive(Clone, Debug, Default)]
+pub struct SeriesSeen {
+    pub fields: FieldPolicy,
+    pub filter: Option<LabelFilter>,
+}
+
+impl SeriesSeen {
+    /// The labels of `meta` the reader sees, still sorted by name.
+    fn labels(&self, meta: &SeriesMeta) -> LabelSet {
+        meta.labels
+            .iter()
+            .filter_map(|(name, value)| Some((name.clone(), self.fields.label(name, value)?)))
+            .collect()
+    }
+
+    /// Whether a matcher on label `name` may use the postings of its real values.
+    fn indexed(&self, name: &str) -> bool {
+        self.fields.shows(name) == Some(None)
+    }
+}
+
+/// The id and labels of series `meta` as the reader sees it (`seen`: `None` as it is).
+fn seen_as<'m>(
+    meta: &'m SeriesMeta,
+    seen: Option<&SeriesSeen>,
+) -> (u64, Cow<'m, [(String, String)]>) {
+    match seen {
+        None => (meta.id, Cow::Borrowed(meta.labels.as_slice())),
+        Some(seen) => {
+            let labels = seen.labels(meta);
+            let id = series_id(labels.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+            (id, Cow::Owned(labels))
+        }
+    }
+}
+
+/// What reads a series set: the set, its deleted rows, and how its reader sees it.
+type EachSet<'a> =
+    dyn FnMut(&SeriesSet, &RoaringTreemap, Option<&SeriesSeen>) -> Result<(), StorageError> + 'a;
+
+/// The series of some metrics datasets, as of one snapshot of each, as their reader sees them.
 #[derive(Debug, Default)]
 pub struct DatasetSeries {
-    tables: Vec<Arc<TableSnapshot>>,
+    tables: Vec<(Arc<TableSnapshot>, Option<SeriesSeen>)>,
 }
 
 impl DatasetSeries {
+    /// The series of `tables`, as they are.
     pub fn new(tables: Vec<Arc<TableSnapshot>>) -> DatasetSeries {
+        DatasetSeries {
+            tables: tables.into_iter().map(|t| (t, None)).collect(),
+        }
+    }
+
+    /// The series of `tables`, each as its reader sees it (`None`: as it is).
+    pub fn seen(tables: Vec<(Arc<TableSnapshot>, Option<SeriesSeen>)>) -> DatasetSeries {
         DatasetSeries { tables }
     }
 
     /// Calls `each` with every series set of the snapshots whose samples may fall between
     /// `mint` and `maxt`, and the rows deleted from it.
-    fn each_set(
-        &self,
-        mint: i64,
-        maxt: i64,
-        each: &mut dyn FnMut(&SeriesSet, &RoaringTreemap) -> Result<(), StorageError>,
-    ) -> Result<(), StorageError> {
+    fn each_set(&self, mint: i64, maxt: i64, each: &mut EachSet<'_>) -> Result<(), StorageError> {
         let overlaps = |set: &SeriesSet| {
             let (lo, hi) = set.time_span();
             !set.series().is_empty() && hi >= mint && lo <= maxt
         };
-        for table in &self.tables {
+        for (table, seen) in &self.tables {
+            let seen = seen.as_ref();
             for segment in &table.segments {
                 let Some(set) = segment.index.as_ref().and_then(|i| i.series.as_ref()) else {
                     return Err(StorageError(format!(
@@ -152,7 +202,7 @@ impl DatasetSeries {
                     )));
                 };
                 if overlaps(set) {
-                    each(set, &segment.deleted)?;
+                    each(set, &segment.deleted, seen)?;
                 }
             }
             for batch in &table.memtable {
@@ -160,7 +210,7 @@ impl DatasetSeries {
                     .series_set(table.index.as_deref())
                     .map_err(|e| StorageError(e.to_string()))?;
                 if let Some(set) = set.filter(|s| overlaps(s)) {
-                    each(&set, &batch.deleted)?;
+                    each(&set, &batch.deleted, seen)?;
                 }
             }
         }
@@ -168,19 +218,34 @@ impl DatasetSeries {
     }
 }
 
-/// The label values the postings can answer for `matchers`: equality with a non-empty value.
-fn equalities(matchers: &[Matcher]) -> Vec<(&str, &str)> {
+/// The label values the postings can answer for `matchers`: equality with a non-empty value
+/// of a label the reader sees as it is.
+fn equalities<'m>(matchers: &'m [Matcher], seen: Option<&SeriesSeen>) -> Vec<(&'m str, &'m str)> {
     matchers
         .iter()
         .filter(|m| m.op == MatchOp::Equal && !m.value.is_empty())
+        .filter(|m| seen.is_none_or(|seen| seen.indexed(&m.name)))
         .map(|m| (m.name.as_str(), m.value.as_str()))
         .collect()
 }
 
-fn satisfies(meta: &SeriesMeta, matchers: &[Matcher]) -> bool {
-    matchers
-        .iter()
-        .all(|m| m.matches(meta.label(&m.name).unwrap_or("")))
+/// Whether series `meta` is one the reader may see, and `matchers` match it as the reader
+/// sees it (a label hidden from it is not there).
+fn satisfies(meta: &SeriesMeta, matchers: &[Matcher], seen: Option<&SeriesSeen>) -> bool {
+    let Some(seen) = seen else {
+        return matchers
+            .iter()
+            .all(|m| m.matches(meta.label(&m.name).unwrap_or("")));
+    };
+    seen.filter
+        .as_ref()
+        .is_none_or(|filter| filter.matches(&|name| meta.label(name)))
+        && matchers.iter().all(|m| {
+            let value = meta
+                .label(&m.name)
+                .and_then(|value| seen.fields.label(&m.name, value));
+            m.matches(value.as_deref().unwrap_or(""))
+        })
 }
 
 /// A series being read: its labels, its points so far, and whether its parts overlap in time.
@@ -190,17 +255,19 @@ struct Found {
     overlapped: bool,
 }
 
-/// The place in `found` of the series `meta` describes, added when new.
-fn entry(index: &mut HashMap<u64, Vec<usize>>, found: &mut Vec<Found>, meta: &SeriesMeta) -> usize {
-    let same = index.entry(meta.id).or_default();
-    if let Some(&at) = same
-        .iter()
-        .find(|&&i| found[i].labels.same_pairs(&meta.labels))
-    {
+/// The place in `found` of the series of `id` and `labels`, added when new.
+fn entry(
+    index: &mut HashMap<u64, Vec<usize>>,
+    found: &mut Vec<Found>,
+    id: u64,
+    labels: &[(String, String)],
+) -> usize {
+    let same = index.entry(id).or_default();
+    if let Some(&at) = same.iter().find(|&&i| found[i].labels.same_pairs(labels)) {
         return at;
     }
     found.push(Found {
-        labels: Labels::from_pairs(meta.labels.iter().cloned()),
+        labels: Labels::from_pairs(labels.iter().cloned()),
         floats: Vec::new(),
         overlapped: false,
     });
@@ -222,19 +289,20 @@ impl DatasetSeries {
     fn merge_overlapped(
         &self,
         matchers: &[Matcher],
-        equal: &[(&str, &str)],
         mint: i64,
         maxt: i64,
         index: &HashMap<u64, Vec<usize>>,
         found: &mut [Found],
     ) -> Result<(), StorageError> {
         let mut points: HashMap<usize, Vec<Point>> = HashMap::new();
-        self.each_set(mint, maxt, &mut |set, deleted| {
-            for slot in set.select(equal, |meta| satisfies(meta, matchers)) {
+        self.each_set(mint, maxt, &mut |set, deleted, seen| {
+            let equal = equalities(matchers, seen);
+            for slot in set.select(&equal, |meta| satisfies(meta, matchers, seen)) {
                 let meta = &set.series()[slot];
-                let Some(&at) = index.get(&meta.id).and_then(|same| {
+                let (id, labels) = seen_as(meta, seen);
+                let Some(&at) = index.get(&id).and_then(|same| {
                     same.iter()
-                        .find(|&&i| found[i].overlapped && found[i].labels.same_pairs(&meta.labels))
+                        .find(|&&i| found[i].overlapped && found[i].labels.same_pairs(&labels))
                 }) else {
                     continue;
                 };
@@ -267,7 +335,6 @@ impl Queryable for DatasetSeries {
         mint: i64,
         maxt: i64,
     ) -> Result<Vec<Series>, StorageError> {
-        let equal = equalities(matchers);
         // Each series once, found by its id (label sets that share an id are told apart), its
         // points from every part in the order the parts were written. A part whose points do
         // not all come after the ones read before (a series written out of order, or a sample
@@ -275,13 +342,15 @@ impl Queryable for DatasetSeries {
         let mut index: HashMap<u64, Vec<usize>> = HashMap::new();
         let mut found: Vec<Found> = Vec::new();
         let mut scratch: Vec<Point> = Vec::new();
-        self.each_set(mint, maxt, &mut |set, deleted| {
-            for slot in set.select(&equal, |meta| satisfies(meta, matchers)) {
+        self.each_set(mint, maxt, &mut |set, deleted, seen| {
+            let equal = equalities(matchers, seen);
+            for slot in set.select(&equal, |meta| satisfies(meta, matchers, seen)) {
                 let meta = &set.series()[slot];
                 if meta.max_t < mint || meta.min_t > maxt {
                     continue;
                 }
-                let at = entry(&mut index, &mut found, meta);
+                let (id, labels) = seen_as(meta, seen);
+                let at = entry(&mut index, &mut found, id, &labels);
                 let series = &mut found[at];
                 if series.overlapped {
                     continue;
@@ -305,7 +374,7 @@ impl Queryable for DatasetSeries {
             Ok(())
         })?;
         if found.iter().any(|s| s.overlapped) {
-            self.merge_overlapped(matchers, &equal, mint, maxt, &index, &mut found)?;
+            self.merge_overlapped(matchers, mint, maxt, &index, &mut found)?;
         }
         found.sort_by(|a, b| a.labels.cmp(&b.labels));
         Ok(found
@@ -325,13 +394,14 @@ impl Queryable for DatasetSeries {
         mint: i64,
         maxt: i64,
     ) -> Result<Vec<Labels>, StorageError> {
-        let equal = equalities(matchers);
         let mut found: std::collections::BTreeSet<Labels> = Default::default();
-        self.each_set(mint, maxt, &mut |set, _| {
-            for slot in set.select(&equal, |meta| satisfies(meta, matchers)) {
+        self.each_set(mint, maxt, &mut |set, _, seen| {
+            let equal = equalities(matchers, seen);
+            for slot in set.select(&equal, |meta| satisfies(meta, matchers, seen)) {
                 let meta = &set.series()[slot];
                 if meta.max_t >= mint && meta.min_t <= maxt {
-                    found.insert(Labels::from_pairs(meta.labels.iter().cloned()));
+                    let (_, labels) = seen_as(meta, seen);
+                    found.insert(Labels::from_pairs(labels.iter().cloned()));
                 }
             }
             Ok(())
@@ -342,49 +412,52 @@ impl Queryable for DatasetSeries {
 
 impl Engine {
     /// The series PromQL reads for `principal`: metrics dataset `index` alone, or every metrics
-    /// dataset the principal may read when `None`.
+    /// dataset the principal may read when `None`, each as it sees them.
     pub async fn metrics_series(
         &self,
         principal: &PlatformPrincipal,
         index: Option<&str>,
     ) -> Result<DatasetSeries> {
-        let account = &principal.account;
-        let mut tables = Vec::new();
-        match index {
+        let views = match index {
+            // A dataset, or an alias of some (through its filters).
             Some(name) => {
-                self.authorize(principal, Action::RecordRead, name)?;
-                let (runtime, def) = self.dataset(account, name).await?;
-                if !def.metrics {
+                let views = self
+                    .read(
+                        principal,
+                        Action::RecordRead,
+                        Target::Names(Some(name)),
+                        false,
+                    )
+                    .await?
+                    .datasets;
+                if let Some(records) = views.iter().find(|view| !view.def.metrics) {
                     return Err(Error::BadRequest(format!(
-                        "dataset {name:?} holds records, not metrics: PromQL reads metrics datasets"
+                        "dataset {:?} holds records, not metrics: PromQL reads metrics datasets",
+                        records.name
                     )));
                 }
-                tables.push(self.table_runtime(&runtime, &def).await?.snapshot());
+                views
             }
+            // The datasets a user may not read are passed over, as a wildcard does.
             None => {
-                let Some(catalog) = self.datasets_catalog(account).await? else {
-                    return Ok(DatasetSeries::default());
-                };
-                let Some(database) = self
-                    .default_database(account, false, &super::Origin::system())
+                self.read(principal, Action::RecordRead, Target::Metrics, true)
                     .await?
-                else {
-                    return Ok(DatasetSeries::default());
-                };
-                let runtime = self.runtime(&database).await?;
-                for def in catalog.tables.values().filter(|d| d.dataset && d.metrics) {
-                    // The datasets a user may not read are passed over, as a wildcard does.
-                    if self
-                        .authorize(principal, Action::RecordRead, &def.name)
-                        .is_err()
-                    {
-                        continue;
-                    }
-                    tables.push(self.table_runtime(&runtime, def).await?.snapshot());
-                }
+                    .datasets
             }
+        };
+        let mut tables = Vec::with_capacity(views.len());
+        for view in views {
+            let filter = view.series_filter()?;
+            let seen = match (view.fields.is_open(), &filter) {
+                (true, None) => None,
+                _ => Some(SeriesSeen {
+                    fields: view.fields.clone(),
+                    filter,
+                }),
+            };
+            tables.push((view.snapshot, seen));
         }
-        Ok(DatasetSeries::new(tables))
+        Ok(DatasetSeries::seen(tables))
     }
 
     /// Evaluates PromQL `query` over the series of [`metrics_series`](Engine::metrics_series),

@@ -21,7 +21,7 @@ use strata_projections::{
 };
 
 use super::{
-    Action, Engine, Origin, PlatformPrincipal,
+    Engine, Origin, PlatformPrincipal,
     datasets::{Kind, NewDataset, TIMESTAMP_FIELD, check_name},
     ingest::dataset_permit,
     quota::Counts,
@@ -70,7 +70,7 @@ impl Engine {
         origin: &Origin,
     ) -> Result<u64> {
         check_name(name)?;
-        self.authorize(principal, Action::RecordWrite, name)?;
+        self.authorize_write(principal, name)?;
         if let Some(sample) = samples.iter().find(|s| s.labels.is_empty()) {
             return Err(Error::BadRequest(format!(
                 "a sample at {} has no labels and no metric name",

@@ -9,7 +9,9 @@
 use rand::Rng;
 use strata_log::{envelope::Body, event::UserCreated};
 
-use super::{Engine, Origin};
+use std::sync::Arc;
+
+use super::{Engine, Origin, access::Grant};
 use crate::{
     error::{Error, Result},
     sigv4,
@@ -26,13 +28,15 @@ pub struct RootCredentials {
     pub secret_key: String,
 }
 
-/// Who signed a platform request.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Who signed a platform request, and what it may do.
+#[derive(Clone, Debug, PartialEq)]
 pub struct PlatformPrincipal {
     pub account: String,
     pub user: String,
     pub access_key: String,
     pub root: bool,
+    /// What its roles grant (everything for the root user), as of the request's start.
+    pub grant: Arc<Grant>,
 }
 
 impl PlatformPrincipal {
@@ -177,24 +181,30 @@ impl Engine {
                 "the account of access key {access_key:?} does not exist"
             )));
         }
+        // Until roles exist, a user other than the root user is granted nothing.
+        let grant = match user.root {
+            true => Grant::everything(),
+            false => Grant::default(),
+        };
         Ok(PlatformPrincipal {
             account: user.account.clone(),
             user: user.name.clone(),
             access_key,
             root: user.root,
+            grant: Arc::new(grant),
         })
     }
 
     /// May `principal` do `action` on `resource` (a dataset name, or "*")? Deny by default: the
-    /// root user may do everything; other users only what their roles grant, and until roles
-    /// exist nothing.
+    /// root user may do everything; other users only what their grant allows. Reads of
+    /// datasets ask [`Engine::read`] instead, which also says how the reader sees them.
     pub fn authorize(
         &self,
         principal: &PlatformPrincipal,
         action: Action,
         resource: &str,
     ) -> Result<()> {
-        if principal.root {
+        if principal.root || principal.grant.allows(action, resource) {
             return Ok(());
         }
         Err(Error::Forbidden(format!(

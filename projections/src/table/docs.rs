@@ -49,6 +49,10 @@ pub const KEYWORD_FIELD: &str = "kw";
 pub const ALL_FIELD: &str = "all";
 pub const IP_FIELD: &str = "ip";
 
+/// The path a query reads for a field its reader may not search (hidden from it, or masked):
+/// no document has it, so the field acts as one that is not mapped.
+pub const UNMAPPED_PATH: &str = "\u{2}unmapped";
+
 /// The fields of a document index, and what of a dataset's fields goes where.
 #[derive(Clone, Debug)]
 pub struct DocsSchema {
@@ -62,6 +66,11 @@ pub struct DocsSchema {
     ips: Arc<std::collections::BTreeSet<String>>,
     /// The dataset's fields that read another's values (aliases, multi-fields), and whose.
     aliases: Arc<BTreeMap<String, String>>,
+    /// Fields the reader may not search, their sub-fields with them (see [`Self::restricted`]).
+    unsearchable: Arc<std::collections::BTreeSet<String>>,
+    /// With unsearchable fields: the fields a query that names none searches, instead of
+    /// `all` (which holds every string of a record, theirs too).
+    catch_all: Option<Arc<Vec<String>>>,
 }
 
 /// Reads a column's value in a row as a document value.
@@ -104,14 +113,64 @@ impl DocsSchema {
             ip,
             ips: Arc::default(),
             aliases: Arc::default(),
+            unsearchable: Arc::default(),
+            catch_all: None,
+        }
+    }
+
+    /// This schema for a reader who may not search `unsearchable` (fields hidden from it or
+    /// masked, and their sub-fields): a query on one of them reads [`UNMAPPED_PATH`] and
+    /// matches nothing, and a query that names no field searches `strings` (the string fields
+    /// it may search) rather than `all`. Sorts and aggregations resolve fields through
+    /// [`Self::path`] too.
+    pub fn restricted(
+        &self,
+        unsearchable: std::collections::BTreeSet<String>,
+        strings: Vec<String>,
+    ) -> DocsSchema {
+        if unsearchable.is_empty() {
+            return self.clone();
+        }
+        DocsSchema {
+            unsearchable: Arc::new(unsearchable),
+            catch_all: Some(Arc::new(strings)),
+            ..self.clone()
+        }
+    }
+
+    /// The fields a query that names none searches instead of `all`, when some are
+    /// unsearchable (see [`Self::restricted`]).
+    pub fn catch_all(&self) -> Option<&[String]> {
+        self.catch_all.as_deref().map(Vec::as_slice)
+    }
+
+    /// Whether the reader may not search `path` (a field's own path).
+    fn is_unsearchable(&self, path: &str) -> bool {
+        if self.unsearchable.is_empty() {
+            return false;
+        }
+        let mut prefix = path;
+        loop {
+            if self.unsearchable.contains(prefix) {
+                return true;
+            }
+            match prefix.rfind('.') {
+                Some(at) => prefix = &prefix[..at],
+                None => return false,
+            }
         }
     }
 
     /// The path field `field` has in the index: `f.keyword` is `f`, and an alias or a
-    /// multi-field is the field whose values it reads.
+    /// multi-field is the field whose values it reads; [`UNMAPPED_PATH`] for a field the reader
+    /// may not search.
     pub fn path<'a>(&'a self, field: &'a str) -> &'a str {
         let field = field.strip_suffix(".keyword").unwrap_or(field);
-        self.aliases.get(field).map_or(field, String::as_str)
+        let path = self.aliases.get(field).map_or(field, String::as_str);
+        match self.is_unsearchable(field) || self.is_unsearchable(path) {
+            true => UNMAPPED_PATH,
+            false => path,
+        }
     }
 
     /// The document index schema of dataset `table`: its IP fields (declared `ip`) go to `ip`

@@ -15,28 +15,50 @@ use strata_projections::table::{
 use super::bad;
 use crate::error::{Error, Result};
 
+/// One searched dataset's part of the aggregations: its snapshot, its document index schema
+/// as the searcher may search it, and the search's query compiled for it.
+pub(super) struct Part {
+    pub snapshot: Arc<TableSnapshot>,
+    pub docs: docs::DocsSchema,
+    pub query: DslQuery,
+}
+
+impl Part {
+    fn with(&self, query: DslQuery) -> Part {
+        Part {
+            snapshot: self.snapshot.clone(),
+            docs: self.docs.clone(),
+            query,
+        }
+    }
+}
+
 /// Which fields of the searched datasets are dates (in any of them), and their bounds, for
 /// aggregations.
-struct DatasetFields<'a>(Vec<&'a TableSnapshot>);
+struct DatasetFields<'a>(Vec<&'a Part>);
 
 impl aggs::Fields for DatasetFields<'_> {
     fn date_format(&self, field: &str) -> Option<String> {
         self.0
             .iter()
-            .find_map(|snapshot| snapshot.table.date_formats.get(field).cloned())
+            .filter(|part| part.docs.path(field) != docs::UNMAPPED_PATH)
+            .find_map(|part| part.snapshot.table.date_formats.get(field).cloned())
     }
 
     fn date_bounds(&self, field: &str) -> Option<(i64, i64)> {
         self.0
             .iter()
-            .filter_map(|snapshot| snapshot.date_bounds(field).ok().flatten())
+            .filter(|part| part.docs.path(field) != docs::UNMAPPED_PATH)
+            .filter_map(|part| part.snapshot.date_bounds(field).ok().flatten())
             .reduce(|(a, b), (c, d)| (a.min(c), b.max(d)))
     }
 
+    /// The field whose values `field` reads; a field the searcher may not search reads
+    /// nothing, as one that is not mapped.
     fn resolve(&self, field: &str) -> String {
         self.0
             .iter()
-            .map(|snapshot| snapshot.table.resolve_field(field))
+            .map(|part| part.docs.path(field))
             .find(|resolved| *resolved != field)
             .unwrap_or(field)
             .to_owned()
@@ -45,28 +67,27 @@ impl aggs::Fields for DatasetFields<'_> {
     fn is_ip(&self, field: &str) -> bool {
         self.0
             .iter()
-            .any(|snapshot| snapshot.table.declared_type(field) == Some("ip"))
+            .any(|part| part.snapshot.table.declared_type(field) == Some("ip"))
     }
 
     fn is_date(&self, field: &str) -> bool {
         use strata_projections::schema::ColumnType;
-        self.0.iter().flat_map(|s| &s.table.columns).any(|c| {
-            c.name == field
-                && matches!(
-                    c.data_type,
-                    ColumnType::Timestamp { .. } | ColumnType::Date32
-                )
-        })
+        self.0
+            .iter()
+            .flat_map(|p| &p.snapshot.table.columns)
+            .any(|c| {
+                c.name == field
+                    && matches!(
+                        c.data_type,
+                        ColumnType::Timestamp { .. } | ColumnType::Date32
+                    )
+            })
     }
 }
 
 /// Runs a search body's `aggs` over what each part's query matches in its snapshot (one part
 /// per searched dataset), merged (see the module documentation).
-pub(super) fn aggregate(
-    parts: &[(Arc<TableSnapshot>, DslQuery)],
-    request: &Value,
-    now: i64,
-) -> Result<Value> {
+pub(super) fn aggregate(parts: &[Part], request: &Value, now: i64) -> Result<Value> {
     let Value::Object(named) = request else {
         return Err(bad(
             "illegal_argument_exception",
@@ -87,13 +108,13 @@ pub(super) fn aggregate(
     let mut answer = match native.is_empty() {
         true => json!({}),
         false => {
-            let fields = DatasetFields(parts.iter().map(|(s, _)| &**s).collect());
+            let fields = DatasetFields(parts.iter().collect());
             let translated = aggs::translate(&Value::Object(native), &fields, now)
                 .map_err(|error| bad(error.kind, error.reason))?;
             let mut partial = aggs::Partial::default();
-            for (snapshot, query) in parts {
-                snapshot
-                    .aggregate_into(query.as_ref(), &translated, &mut partial)
+            for part in parts {
+                part.snapshot
+                    .aggregate_into(part.query.as_ref(), &translated, &mut partial)
                     .map_err(index_error)?;
             }
             translated.finish(partial).map_err(index_error)?
@@ -132,7 +153,7 @@ fn index_error(error: strata_projections::Error) -> Error {
 
 /// Aggregations whose buckets are queries run with the search's.
 struct Buckets<'a> {
-    parts: &'a [(Arc<TableSnapshot>, DslQuery)],
+    parts: &'a [Part],
     now: i64,
 }
 
@@ -140,20 +161,16 @@ impl Buckets<'_> {
     /// The bucket of the records `filter` (a compiled query) matches among the search's: its
     /// `doc_count` and its sub-aggregations.
     fn bucket(&self, filter: DslQuery, agg: &Value) -> Result<Value> {
-        let combined: Vec<(Arc<TableSnapshot>, DslQuery)> = self
+        let combined: Vec<Part> = self
             .parts
             .iter()
-            .map(|(snapshot, query)| {
-                (
-                    snapshot.clone(),
-                    dsl::both(query.box_clone(), filter.box_clone()),
-                )
-            })
+            .map(|part| part.with(dsl::both(part.query.box_clone(), filter.box_clone())))
             .collect();
         let mut count = 0;
-        for (snapshot, query) in &combined {
-            count += snapshot
-                .search_documents(query.as_ref(), 0, docs::Deadline::default())
+        for part in &combined {
+            count += part
+                .snapshot
+                .search_documents(part.query.as_ref(), 0, docs::Deadline::default())
                 .map_err(index_error)?
                 .total;
         }
@@ -166,11 +183,12 @@ impl Buckets<'_> {
         Ok(bucket)
     }
 
-    /// Every dataset's document index has the same schema: any compiles the filters.
-    fn schema(&self) -> strata_projections::table::docs::DocsSchema {
+    /// Every dataset's document index has the same schema: any compiles the filters (as its
+    /// searcher may search it).
+    fn schema(&self) -> docs::DocsSchema {
         self.parts
-            .iter()
-            .find_map(|(s, _)| s.index.as_ref().and_then(|i| i.docs.clone()))
+            .first()
+            .map(|part| part.docs.clone())
             .unwrap_or_default()
     }
 

@@ -10,7 +10,7 @@ use std::{
 use serde_json::{Map, Value, json};
 use strata_projections::table::{
     TableSnapshot,
-    docs::{Deadline, DocsHits, SortBy, SortMode, SortSpec, SortValue, SortedHit},
+    docs::{Deadline, DocsHits, DocsSchema, SortBy, SortMode, SortSpec, SortValue, SortedHit},
     dsl::{self, DslQuery},
 };
 
@@ -18,9 +18,11 @@ mod aggregate;
 
 use aggregate::aggregate;
 
+use super::access::FieldPolicy;
 use super::{
     Action, Engine, PlatformPrincipal,
-    aliases::{self, Searched},
+    access::{DatasetView, Target},
+    aliases,
 };
 use crate::{
     documents::{
@@ -102,6 +104,10 @@ struct Search {
 struct Found {
     name: String,
     snapshot: Arc<TableSnapshot>,
+    /// Its fields as the searcher sees them.
+    fields: FieldPolicy,
+    /// Its document index schema as the searcher may search it.
+    docs: DocsSchema,
     /// The search's query, compiled for this dataset (its alias filter and boost with it).
     query: DslQuery,
     /// Its parts named with `_name`.
@@ -489,14 +495,6 @@ async fn matched_queries(
     Ok(out)
 }
 
-/// `query` restricted to what an alias's `filter` matches.
-pub(super) fn filtered(query: &Value, filter: Option<&Value>) -> Value {
-    match filter {
-        None => query.clone(),
-        Some(filter) => json!({"bool": {"must": [query], "filter": [filter]}}),
-    }
-}
-
 /// `indices_boost`, in either of Elasticsearch's forms: `[{"name": boost}, ...]`, or (older)
 /// one object `{"name": boost, ...}`, in its order.
 fn parse_indices_boost(value: Option<&Value>) -> Result<Vec<(String, f32)>> {
@@ -558,42 +556,47 @@ fn with_knn(query: Option<&Value>, knn: Option<&Value>) -> Value {
     }
 }
 
-impl Engine {
-    /// The snapshot of dataset `name` and its compiled `query`.
-    async fn prepare(
-        &self,
-        principal: &PlatformPrincipal,
-        name: &str,
-        query: &Value,
-    ) -> Result<(Arc<TableSnapshot>, DslQuery, dsl::NamedQueries)> {
-        self.authorize(principal, Action::RecordRead, name)?;
-        let (runtime, def) = self.dataset(&principal.account, name).await?;
-        if def.metrics {
-            return Err(Error::BadRequest(format!(
-                "dataset {name:?} holds metrics, not documents: query it with PromQL or SQL"
-            )));
-        }
-        let table = self.table_runtime(&runtime, &def).await?;
-        let snapshot = table.snapshot();
-        let schema = snapshot
-            .index
-            .as_ref()
-            .and_then(|i| i.docs.clone())
-            .ok_or_else(|| Error::Internal(format!("dataset {name:?} has no document index")))?;
-        let now = chrono::Utc::now().timestamp_millis();
-        // A knn query searches the vector index while it compiles: off the async threads.
-        let compiled = {
-            let (snapshot, query) = (snapshot.clone(), query.clone());
-            tokio::task::spawn_blocking(move || {
-                dsl::compile_named(&schema, &query, now, Some(snapshot.as_ref()))
-            })
-            .await
-            .map_err(|e| Error::Internal(format!("a search task failed: {e}")))?
-        };
-        let (query, named) = compiled.map_err(|error| bad(error.kind, error.reason))?;
-        Ok((snapshot, query, named))
+/// The document index schema of dataset `view` as its reader may search it; a metrics
+/// dataset has none.
+pub(super) fn searchable(view: &DatasetView) -> Result<DocsSchema> {
+    let name = &view.name;
+    if view.def.metrics {
+        return Err(Error::BadRequest(format!(
+            "dataset {name:?} holds metrics, not documents: query it with PromQL or SQL"
+        )));
     }
+    view.docs()
+        .ok_or_else(|| Error::Internal(format!("dataset {name:?} has no document index")))
+}
 
+/// `query` compiled for dataset `view`, limited to the records its reader may see: the
+/// compiled query, its named parts, and the schema it was compiled with.
+pub(super) async fn prepare(
+    view: &DatasetView,
+    query: &Value,
+) -> Result<(DslQuery, dsl::NamedQueries, DocsSchema)> {
+    let schema = searchable(view)?;
+    let filter = view.record_filter()?;
+    let query = query.clone();
+    let now = chrono::Utc::now().timestamp_millis();
+    // A knn query searches the vector index while it compiles: off the async threads.
+    let compiled = {
+        let (snapshot, schema) = (view.snapshot.clone(), schema.clone());
+        tokio::task::spawn_blocking(move || {
+            dsl::compile_named(&schema, &query, now, Some(snapshot.as_ref()))
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("a search task failed: {e}")))?
+    };
+    let (query, named) = compiled.map_err(|error| bad(error.kind, error.reason))?;
+    let query = match filter {
+        Some(filter) => dsl::within(query, filter),
+        None => query,
+    };
+    Ok((query, named, schema))
+}
+
+impl Engine {
     /// Runs `query` on a blocking thread: the best `top` hits and the count.
     async fn run_query(
         snapshot: Arc<TableSnapshot>,
@@ -612,16 +615,13 @@ impl Engine {
     /// What one dataset contributes to a search: its snapshot, its best `from + size` hits (in
     /// the search's order), and how many records match. Its scores are multiplied by `boost`.
     async fn search_one(
-        &self,
-        principal: &PlatformPrincipal,
-        target: &Searched,
+        view: &DatasetView,
         search: &Search,
         boost: f32,
         deadline: Deadline,
     ) -> Result<Found> {
-        let name = target.name.as_str();
-        let query = filtered(&search.query, target.filter.as_ref());
-        let (snapshot, query, named) = self.prepare(principal, name, &query).await?;
+        let snapshot = view.snapshot.clone();
+        let (query, named, docs) = prepare(view, &search.query).await?;
         let query = match boost == 1.0 {
             true => query,
             false => dsl::scaled(query, boost),
@@ -646,13 +646,14 @@ impl Engine {
                 (hits, found.total, found.timed_out)
             }
             false => {
-                // A field alias (or multi-field) sorts by the field whose values it reads.
+                // A field alias (or multi-field) sorts by the field whose values it reads; a
+                // field the searcher may not search, as one that is not mapped.
                 let sort: Vec<SortSpec> = search
                     .effective_sort()
                     .into_iter()
                     .map(|mut spec| {
                         if let SortBy::Field(name) = &spec.by {
-                            spec.by = SortBy::Field(snapshot.table.resolve_field(name).to_owned());
+                            spec.by = SortBy::Field(docs.path(name).to_owned());
                         }
                         spec
                     })
@@ -679,8 +680,10 @@ impl Engine {
             }
         };
         Ok(Found {
-            name: name.to_owned(),
+            name: view.name.clone(),
             snapshot,
+            fields: view.fields.clone(),
+            docs,
             query,
             named,
             hits,
@@ -696,7 +699,7 @@ impl Engine {
         &self,
         principal: &PlatformPrincipal,
         search: &Search,
-        datasets: &[Searched],
+        datasets: &[DatasetView],
         ignore_unavailable: bool,
     ) -> Result<Vec<f32>> {
         if search.indices_boost.is_empty() {
@@ -738,25 +741,32 @@ impl Engine {
         let started = Instant::now();
         let search = Search::parse(body)?;
         let datasets = self
-            .read_targets(principal, names, options.ignore_unavailable)
-            .await?;
+            .read(
+                principal,
+                Action::RecordRead,
+                Target::Names(names),
+                options.ignore_unavailable,
+            )
+            .await?
+            .datasets;
         let boosts = self
             .boosts(principal, &search, &datasets, options.ignore_unavailable)
             .await?;
         let deadline = Deadline(search.timeout.map(|timeout| started + timeout));
         let mut found = Vec::with_capacity(datasets.len());
-        for (target, boost) in datasets.iter().zip(boosts) {
-            found.push(
-                self.search_one(principal, target, &search, boost, deadline)
-                    .await?,
-            );
+        for (view, boost) in datasets.iter().zip(boosts) {
+            found.push(Self::search_one(view, &search, boost, deadline).await?);
         }
         let aggregations = match &search.aggs {
             None => None,
             Some(request) => {
-                let parts: Vec<(Arc<TableSnapshot>, DslQuery)> = found
+                let parts: Vec<aggregate::Part> = found
                     .iter()
-                    .map(|f| (f.snapshot.clone(), f.query.box_clone()))
+                    .map(|f| aggregate::Part {
+                        snapshot: f.snapshot.clone(),
+                        docs: f.docs.clone(),
+                        query: f.query.box_clone(),
+                    })
                     .collect();
                 let request = request.clone();
                 let now = chrono::Utc::now().timestamp_millis();
@@ -815,7 +825,11 @@ impl Engine {
             if row >= rows.num_rows() {
                 continue;
             }
-            let (id, source) = source::record(rows, row, &search.source, &formats[*i]);
+            let (id, mut source) = source::record(rows, row, &search.source, &formats[*i]);
+            let fields_seen = &found[*i].fields;
+            if let Value::Object(object) = &mut source {
+                fields_seen.apply_to_source(object);
+            }
             let mut entry = Map::new();
             entry.insert("_index".into(), json!(found[*i].name));
             entry.insert("_id".into(), json!(id));
@@ -831,7 +845,18 @@ impl Engine {
                 entry.insert("_source".into(), source);
             }
             if let Some(ignored) = source::ignored(rows, row) {
-                entry.insert("_ignored".into(), ignored);
+                let ignored = match ignored {
+                    Value::Array(names) => Value::Array(
+                        names
+                            .into_iter()
+                            .filter(|n| n.as_str().is_none_or(|n| fields_seen.lists(n)))
+                            .collect(),
+                    ),
+                    other => other,
+                };
+                if ignored.as_array().is_none_or(|names| !names.is_empty()) {
+                    entry.insert("_ignored".into(), ignored);
+                }
             }
             let named: Vec<&(String, f32)> = matched[*i]
                 .iter()
@@ -857,10 +882,14 @@ impl Engine {
                     name: found[*i].snapshot.table.resolve_field(name).to_owned(),
                     ..field.clone()
                 };
+                if !fields_seen.lists(name) || !fields_seen.lists(&read.name) {
+                    continue;
+                }
                 if let Some(values) = read.values(rows, row) {
                     fields.insert(field.name.clone(), Value::Array(values));
                 }
             }
+            fields_seen.apply_to_source(&mut fields);
             if !fields.is_empty() {
                 entry.insert("fields".into(), Value::Object(fields));
             }
@@ -941,10 +970,12 @@ impl Engine {
             }
         };
         let mut total = 0;
-        for target in self.read_targets(principal, names, false).await? {
-            let query = filtered(&query, target.filter.as_ref());
-            let (snapshot, query, _) = self.prepare(principal, &target.name, &query).await?;
-            total += Self::run_query(snapshot, query, 0, Deadline::default())
+        let view = self
+            .read(principal, Action::RecordRead, Target::Names(names), false)
+            .await?;
+        for dataset in &view.datasets {
+            let (query, ..) = prepare(dataset, &query).await?;
+            total += Self::run_query(dataset.snapshot.clone(), query, 0, Deadline::default())
                 .await?
                 .total;
         }

@@ -22,6 +22,9 @@ use strata_projections::{
     table::{TableSnapshot, dsl, geo},
 };
 
+use super::masks;
+use crate::engine::access::{DatasetView, FieldPolicy};
+
 /// `ST_POINT(lon, lat)`: a point, as a `geo_point` column holds one (x first, as in WKT).
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct StPoint {
@@ -151,9 +154,11 @@ impl ScalarUDFImpl for StDistance {
 /// `field` vectors are nearest `vector` (a `[0.1, 0.2]` array or its text), with their
 /// `_score`, best first. The datasets a statement names this way are resolved before it runs.
 /// The request's `@timestamp` bounds hold here too: the nearest records among those in them.
+/// Each dataset is read as its reader sees it: the records it may see, its fields hidden or
+/// masked (a hidden vector field is no vector field).
 #[derive(Debug)]
 pub struct KnnSearch {
-    pub datasets: HashMap<String, Arc<TableSnapshot>>,
+    pub datasets: HashMap<String, DatasetView>,
     pub bounds: super::TimeBounds,
 }
 
@@ -212,10 +217,11 @@ impl TableFunctionImpl for KnnSearch {
             Some(ScalarValue::Int64(Some(k))) if (1..=10_000).contains(&k) => k as usize,
             _ => return plan_err!("{usage}; k from 1 to 10000"),
         };
-        let Some(snapshot) = self.datasets.get(&dataset) else {
+        let Some(view) = self.datasets.get(&dataset) else {
             return plan_err!("KNN_SEARCH: no dataset [{dataset}]");
         };
-        let table = &snapshot.table;
+        let snapshot = &view.snapshot;
+        let table = &view.visible_def();
         if table.vector_column.as_deref() != Some(field.as_str()) {
             return plan_err!(
                 "KNN_SEARCH: [{field}] is not the vector field of [{dataset}] ({})",
@@ -229,12 +235,20 @@ impl TableFunctionImpl for KnnSearch {
                 table.vector_dim().unwrap_or_default()
             );
         }
-        // The dataset's columns, without the hidden row id its snapshot's rows begin with.
-        let mut fields: Vec<Field> = snapshot
-            .schema
+        // The dataset's columns as the reader sees them, without the hidden row id its
+        // snapshot's rows begin with.
+        let columns = Schema::new(
+            snapshot
+                .schema
+                .fields()
+                .iter()
+                .skip(1)
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
+        let mut fields: Vec<Field> = masks::masked_schema(&columns, &view.fields)
             .fields()
             .iter()
-            .skip(1)
             .map(|f| f.as_ref().clone())
             .collect();
         fields.push(Field::new("_score", DataType::Float32, false));
@@ -243,6 +257,8 @@ impl TableFunctionImpl for KnnSearch {
             query,
             k,
             bounds: self.bounds,
+            filter: view.filter.clone(),
+            fields: view.fields.clone(),
             schema: Arc::new(Schema::new(fields)),
         }))
     }
@@ -255,6 +271,10 @@ struct Nearest {
     query: Vec<f32>,
     k: usize,
     bounds: super::TimeBounds,
+    /// The records the reader may see (a Query DSL query; `None`: all).
+    filter: Option<serde_json::Value>,
+    /// How the reader sees the dataset's fields.
+    fields: FieldPolicy,
     schema: SchemaRef,
 }
 
@@ -263,9 +283,10 @@ impl Nearest {
     fn search(&self) -> DfResult<Vec<(u64, f32)>> {
         let external = |e: String| DataFusionError::Execution(format!("KNN_SEARCH: {e}"));
         let super::TimeBounds { start, end } = self.bounds;
-        // The window, as a range query over the dataset's document index.
-        let window = match (start, end) {
-            (None, None) => None,
+        // The window, as a range query over the dataset's document index, and the records the
+        // reader may see.
+        let window = match (start, end, &self.filter) {
+            (None, None, None) => None,
             _ => {
                 let schema = self
                     .snapshot
@@ -281,7 +302,12 @@ impl Nearest {
                     range.insert("lte".into(), end.into());
                 }
                 let field = super::TIMESTAMP_FIELD;
-                let query = serde_json::json!({"range": {field: range}});
+                let mut filters = Vec::new();
+                if !range.is_empty() {
+                    filters.push(serde_json::json!({"range": {field: range}}));
+                }
+                filters.extend(self.filter.clone());
+                let query = serde_json::json!({"bool": {"filter": filters}});
                 let now = chrono::Utc::now().timestamp_millis();
                 Some(dsl::compile(&schema, &query, now).map_err(|e| external(e.reason))?)
             }
@@ -341,7 +367,12 @@ impl TableProvider for Nearest {
                     .map(|(_, distance)| dsl::vector_score(metric, *distance))
             })
             .collect();
-        let mut columns = rows.columns()[1..].to_vec();
+        let data = rows
+            .project(&(1..rows.num_columns()).collect::<Vec<_>>())
+            .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))?;
+        let data = masks::mask_batch(&data, &self.fields)
+            .map_err(|e| DataFusionError::Execution(e.to_string()))?;
+        let mut columns = data.columns().to_vec();
         columns.push(Arc::new(scores));
         let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
         Ok(MemorySourceConfig::try_new_exec(

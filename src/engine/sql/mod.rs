@@ -13,6 +13,7 @@
 
 mod functions;
 mod insert;
+mod masks;
 
 use std::{collections::HashMap, sync::Arc};
 
@@ -21,7 +22,7 @@ use arrow::{
     datatypes::{DataType, Field, Schema},
 };
 use datafusion::{
-    logical_expr::{ScalarUDF, col, lit},
+    logical_expr::{Expr, ScalarUDF, col, lit},
     prelude::SessionContext,
     scalar::ScalarValue,
     sql::{
@@ -29,12 +30,13 @@ use datafusion::{
         sqlparser::ast::{self, Visit, Visitor},
     },
 };
-use strata_projections::{
-    catalog::TableDef,
-    table::{TableScan, TableSnapshot},
-};
+use strata_projections::{catalog::TableDef, table::TableScan};
 
-use super::{Action, Engine, Origin, PlatformPrincipal, TIMESTAMP_FIELD, datasets::check_name};
+use super::{
+    Action, Engine, Origin, PlatformPrincipal, TIMESTAMP_FIELD,
+    access::{DatasetView, FieldPolicy, LabelFilter, Mask, Target},
+    datasets::check_name,
+};
 use crate::{
     documents::mapping,
     error::{Error, Result},
@@ -131,8 +133,10 @@ fn strings(name: &str, values: Vec<String>) -> Result<QueryResult> {
     })
 }
 
-/// `DESCRIBE <dataset>`: each column's name, its type in an answer, and its mapping's type.
-fn describe(def: &TableDef) -> Result<QueryResult> {
+/// `DESCRIBE <dataset>`: each column's name, its type in an answer, and its mapping's type, as
+/// the reader sees them (`def` without the fields hidden from it; a redacted field reads as
+/// text).
+fn describe(def: &TableDef, fields: &FieldPolicy) -> Result<QueryResult> {
     let schema = Arc::new(Schema::new(vec![
         Field::new("column", DataType::Utf8, false),
         Field::new("type", DataType::Utf8, false),
@@ -141,7 +145,10 @@ fn describe(def: &TableDef) -> Result<QueryResult> {
     let (mut names, mut types, mut mappings) = (Vec::new(), Vec::new(), Vec::new());
     for column in &def.columns {
         names.push(column.name.clone());
-        types.push(type_name(&column.data_type.to_arrow()).to_owned());
+        types.push(match fields.shows(&column.name) {
+            Some(Some(Mask::Redact)) => "string".to_owned(),
+            _ => type_name(&column.data_type.to_arrow()).to_owned(),
+        });
         mappings.push(mapping::es_type(def, column));
     }
     let batch = RecordBatch::try_new(
@@ -190,17 +197,10 @@ impl Engine {
         let Statement::Statement(inner) = &statement else {
             return Err(unsupported());
         };
-        let datasets = self
-            .datasets_catalog(&principal.account)
-            .await?
-            .unwrap_or_default();
-        let dataset = |name: &str| {
-            datasets
-                .tables
-                .get(name)
-                .filter(|def| def.dataset)
-                .cloned()
-                .ok_or_else(|| Error::BadRequest(format!("no dataset [{name}]")))
+        // A name of no dataset is the statement's error (400), not a missing page (404).
+        let no_dataset = |error: Error| match error {
+            Error::DatasetNotFound(name) => Error::BadRequest(format!("no dataset [{name}]")),
+            other => other,
         };
         let rows = match inner.as_ref() {
             ast::Statement::Insert(insert) => {
@@ -209,26 +209,31 @@ impl Engine {
                 ));
             }
             ast::Statement::ShowTables { .. } => {
-                self.authorize(principal, Action::MetadataRead, "*")?;
-                let names = datasets
-                    .tables
-                    .values()
-                    .filter(|def| def.dataset)
-                    .map(|def| def.name.clone())
+                let names = self
+                    .reach(principal, Action::MetadataRead, Target::Every, true)
+                    .await?
+                    .into_iter()
+                    .map(|seen| seen.name)
                     .collect();
                 strings("name", names)
             }
             ast::Statement::ExplainTable { table_name, .. } => {
                 let name = object_name(table_name);
-                self.authorize(principal, Action::MetadataRead, &name)?;
-                describe(dataset(&name)?.as_ref())
+                let view = self
+                    .read_one(principal, Action::MetadataRead, &name)
+                    .await
+                    .map_err(no_dataset)?;
+                describe(&view.visible_def(), &view.fields)
             }
             ast::Statement::Query(_) => {
-                let knn: HashMap<String, Arc<TableSnapshot>> = {
+                let knn: HashMap<String, DatasetView> = {
                     let mut found = HashMap::new();
                     for name in knn_datasets(inner) {
-                        let snapshot = self.dataset_snapshot(principal, &dataset(&name)?).await?;
-                        found.insert(name, snapshot);
+                        let view = self
+                            .read_one(principal, Action::RecordRead, &name)
+                            .await
+                            .map_err(no_dataset)?;
+                        found.insert(name, view);
                     }
                     found
                 };
@@ -240,12 +245,22 @@ impl Engine {
                 ctx.register_udtf("knn_search", knn.clone());
                 ctx.register_udtf("KNN_SEARCH", knn);
                 for name in query::table_names(&ctx, &statement)? {
-                    // An unknown name is left for the planner, which says so (400).
-                    let Ok(def) = dataset(&name) else {
-                        continue;
+                    // A dataset, an alias (its datasets through its filters) or a pattern; an
+                    // unknown name is left for the planner, which says so (400).
+                    let view = match self
+                        .read(
+                            principal,
+                            Action::RecordRead,
+                            Target::Names(Some(&name)),
+                            false,
+                        )
+                        .await
+                    {
+                        Ok(view) => view,
+                        Err(Error::DatasetNotFound(_)) => continue,
+                        Err(error) => return Err(error),
                     };
-                    let snapshot = self.dataset_snapshot(principal, &def).await?;
-                    register(&ctx, &name, snapshot, bounds)?;
+                    register(&ctx, &name, &view.datasets, bounds).await?;
                 }
                 query::run(&ctx, statement).await
             }
@@ -254,15 +269,32 @@ impl Engine {
         rows.map(SqlOutcome::Rows)
     }
 
-    /// A snapshot of dataset `def`'s records, once the user may read them.
-    async fn dataset_snapshot(
-        &self,
-        principal: &PlatformPrincipal,
-        def: &Arc<TableDef>,
-    ) -> Result<Arc<TableSnapshot>> {
-        self.authorize(principal, Action::RecordRead, &def.name)?;
-        let (runtime, def) = self.dataset(&principal.account, &def.name).await?;
-        Ok(self.table_runtime(&runtime, &def).await?.snapshot())
+    /// How many records of dataset `view` its reader may see.
+    pub(super) async fn visible_count(&self, view: &DatasetView) -> Result<u64> {
+        if view.filter.is_none() {
+            return Ok(view.snapshot.live_rows);
+        }
+        if !view.def.metrics
+            && let Some(rows) = view.visible_rows().await?
+        {
+            return Ok(rows.len());
+        }
+        let ctx = query::session(&self.queries);
+        register(&ctx, "t", std::slice::from_ref(view), TimeBounds::default()).await?;
+        let statement = query::parse(&ctx, "SELECT count(*) FROM t")?;
+        let result = query::run(&ctx, statement).await?;
+        let count = result
+            .batches
+            .first()
+            .filter(|b| b.num_rows() > 0)
+            .and_then(|b| {
+                b.column(0)
+                    .as_any()
+                    .downcast_ref::<arrow::array::Int64Array>()
+                    .map(|c| c.value(0))
+            })
+            .unwrap_or(0);
+        Ok(u64::try_from(count).unwrap_or(0))
     }
 }
 
@@ -283,21 +315,55 @@ fn object_name(name: &ast::ObjectName) -> String {
         .join(".")
 }
 
-/// Makes dataset `name` a table of `ctx`: its columns but the hidden row id, its records
-/// bounded to `bounds` of `@timestamp`.
-fn register(
+/// A record filter of a metrics dataset (`filter`, over the labels of `def`) as a condition on
+/// its rows, true or false (never null) for each.
+fn label_condition(filter: &LabelFilter, def: &TableDef) -> Expr {
+    let column = |name: &str| {
+        def.column(name)
+            .map(|_| col(format!("\"{}\"", name.replace('"', "\"\""))))
+    };
+    match filter {
+        LabelFilter::All => lit(true),
+        LabelFilter::Nothing => lit(false),
+        LabelFilter::Equals(name, values) => match column(name) {
+            Some(c) => c
+                .in_list(values.iter().map(|v| lit(v.as_str())).collect(), false)
+                .is_true(),
+            None => lit(false),
+        },
+        LabelFilter::Prefix(name, prefix) => match column(name) {
+            Some(c) => datafusion::functions::string::expr_fn::starts_with(c, lit(prefix.as_str()))
+                .is_true(),
+            None => lit(false),
+        },
+        LabelFilter::Exists(name) => match column(name) {
+            Some(c) => c.clone().is_not_null().and(c.not_eq(lit(""))).is_true(),
+            None => lit(false),
+        },
+        LabelFilter::And(all) => all
+            .iter()
+            .map(|f| label_condition(f, def))
+            .reduce(Expr::and)
+            .unwrap_or_else(|| lit(true)),
+        LabelFilter::Or(any) => any
+            .iter()
+            .map(|f| label_condition(f, def))
+            .reduce(Expr::or)
+            .unwrap_or_else(|| lit(false)),
+        LabelFilter::Not(inner) => datafusion::logical_expr::not(label_condition(inner, def)),
+    }
+}
+
+/// Makes the datasets of `views` one table `name` of `ctx`, as their reader sees them: the
+/// records it may see, its fields hidden or masked, without the hidden row id, bounded to
+/// `bounds` of `@timestamp`. Several datasets (an alias's, a pattern's) are one table of
+/// their columns by name.
+async fn register(
     ctx: &SessionContext,
     name: &str,
-    snapshot: Arc<TableSnapshot>,
+    views: &[DatasetView],
     bounds: TimeBounds,
 ) -> Result<()> {
-    let columns: Vec<_> = snapshot
-        .table
-        .columns
-        .iter()
-        .map(|c| col(format!("\"{}\"", c.name.replace('"', "\"\""))))
-        .collect();
-    let scan = Arc::new(TableScan::new(snapshot));
     let at = |ms: i64| {
         lit(ScalarValue::TimestampMillisecond(
             Some(ms),
@@ -305,20 +371,49 @@ fn register(
         ))
     };
     let timestamp = col(format!("\"{TIMESTAMP_FIELD}\""));
-    let mut frame = ctx
-        .read_table(scan)
-        .and_then(|frame| frame.select(columns))
-        .map_err(query::classify)?;
-    if let Some(start) = bounds.start {
-        frame = frame
-            .filter(timestamp.clone().gt_eq(at(start)))
-            .map_err(query::classify)?;
+    let mut frames = Vec::with_capacity(views.len());
+    for view in views {
+        let snapshot = view.snapshot.clone();
+        let def = snapshot.table.clone();
+        let scan = Arc::new(TableScan::new(snapshot));
+        let mut frame = ctx.read_table(scan).map_err(query::classify)?;
+        if def.metrics {
+            if let Some(filter) = view.series_filter()? {
+                frame = frame
+                    .filter(label_condition(&filter, &def))
+                    .map_err(query::classify)?;
+            }
+        } else if let Some(rows) = view.visible_rows().await? {
+            frame = frame
+                .filter(masks::RowsIn::expr(rows))
+                .map_err(query::classify)?;
+        }
+        if let Some(start) = bounds.start {
+            frame = frame
+                .filter(timestamp.clone().gt_eq(at(start)))
+                .map_err(query::classify)?;
+        }
+        if let Some(end) = bounds.end {
+            frame = frame
+                .filter(timestamp.clone().lt_eq(at(end)))
+                .map_err(query::classify)?;
+        }
+        let columns = masks::columns(&def, &view.fields)?;
+        frames.push(frame.select(columns).map_err(query::classify)?);
     }
-    if let Some(end) = bounds.end {
-        frame = frame
-            .filter(timestamp.lt_eq(at(end)))
-            .map_err(query::classify)?;
-    }
+    let Some(frame) = frames
+        .into_iter()
+        .try_fold(
+            None,
+            |union: Option<datafusion::dataframe::DataFrame>, frame| match union {
+                None => Ok(Some(frame)),
+                Some(union) => union.union_by_name(frame).map(Some),
+            },
+        )
+        .map_err(query::classify)?
+    else {
+        return Ok(());
+    };
     ctx.register_table(name, frame.into_view())
         .map_err(query::classify)?;
     Ok(())

@@ -18,12 +18,12 @@ use tantivy::{
         ExistsQuery, FuzzyTermQuery, Occur, PhraseQuery, Query, QueryParser, RangeQuery,
         RegexQuery, TermQuery,
     },
-    query_grammar::{UserInputAst, UserInputLeaf},
+    query_grammar::{UserInputAst, UserInputLeaf, UserInputLiteral},
     schema::IndexRecordOption,
     tokenizer::TokenizerManager,
 };
 
-use super::docs::{ALL_FIELD, DocsSchema, KEYWORD_FIELD, TEXT_FIELD};
+use super::docs::{ALL_FIELD, DocsSchema, KEYWORD_FIELD, TEXT_FIELD, UNMAPPED_PATH};
 
 mod simple;
 mod spatial;
@@ -655,6 +655,15 @@ impl Compiler<'_> {
                 )));
             }
         };
+        let fields = match (
+            fields.is_empty() || fields.iter().any(|f| f == "*"),
+            self.schema.catch_all(),
+        ) {
+            // A reader who may not search some fields searches the others, not `all`.
+            (true, Some([])) => return Ok(Box::new(EmptyQuery)),
+            (true, Some(strings)) => strings.to_vec(),
+            _ => fields,
+        };
         if fields.is_empty() || fields.iter().any(|f| f == "*") {
             let text = scalar_text("*", query)?;
             let parser = self.all_strings_parser(is_and(options.get("operator")));
@@ -715,9 +724,15 @@ impl Compiler<'_> {
     /// A query parser whose words without a field search every string of the record, all of
     /// them required with `and`.
     fn all_strings_parser(&self, and: bool) -> QueryParser {
+        // A reader who may not search some fields has no field-less default: `rewrite` names
+        // the fields it may search instead.
+        let defaults = match self.schema.catch_all() {
+            None => vec![self.schema.all],
+            Some(_) => Vec::new(),
+        };
         let mut parser = QueryParser::new(
             self.schema.schema.clone(),
-            vec![self.schema.all],
+            defaults,
             TokenizerManager::default(),
         );
         if and {
@@ -860,6 +875,18 @@ fn rewrite(ast: UserInputAst, default_field: Option<&str>, schema: &DocsSchema) 
         UserInputAst::Boost(inner, boost) => {
             UserInputAst::Boost(Box::new(rewrite(*inner, default_field, schema)), boost)
         }
+        // A word without a field, for a reader who may not search some fields: any of those
+        // it may search, not `all`.
+        UserInputAst::Leaf(leaf)
+            if matches!(&*leaf, UserInputLeaf::Literal(l) if l.field_name.is_none())
+                && default_field.is_none()
+                && schema.catch_all().is_some() =>
+        {
+            match (*leaf, schema.catch_all()) {
+                (UserInputLeaf::Literal(literal), Some(strings)) => any_field(literal, strings),
+                (other, _) => UserInputAst::Leaf(Box::new(other)),
+            }
+        }
         UserInputAst::Leaf(leaf) => UserInputAst::Leaf(Box::new(match *leaf {
             UserInputLeaf::Literal(mut literal) => {
                 literal.field_name = text_field(literal.field_name.take());
@@ -892,6 +919,27 @@ fn rewrite(ast: UserInputAst, default_field: Option<&str>, schema: &DocsSchema) 
             other => other,
         })),
     }
+}
+
+/// A word of a `query_string` searched in the text of each of `fields`, any of them.
+fn any_field(literal: UserInputLiteral, fields: &[String]) -> UserInputAst {
+    let paths: Vec<String> = match fields.is_empty() {
+        true => vec![UNMAPPED_PATH.to_owned()],
+        false => fields.to_vec(),
+    };
+    UserInputAst::Clause(
+        paths
+            .into_iter()
+            .map(|path| {
+                let mut literal = literal.clone();
+                literal.field_name = Some(format!("{TEXT_FIELD}.{path}"));
+                (
+                    Some(Occur::Should),
+                    UserInputAst::Leaf(Box::new(UserInputLeaf::Literal(literal))),
+                )
+            })
+            .collect(),
+    )
 }
 
 /// The tokens of a query text, as the `text` field's analyzer makes them.
@@ -991,6 +1039,15 @@ pub fn ip_range_query(
 /// Records both queries match (a `filters` aggregation's bucket within a search's query).
 pub fn both(a: DslQuery, b: DslQuery) -> DslQuery {
     Box::new(BooleanQuery::intersection(vec![a, b]))
+}
+
+/// The records `query` matches that `filter` matches too, scored by `query` alone (a search
+/// limited to the records its reader may see).
+pub fn within(query: DslQuery, filter: DslQuery) -> DslQuery {
+    Box::new(BooleanQuery::new(vec![
+        (Occur::Must, query),
+        (Occur::Must, Box::new(ConstScoreQuery::new(filter, 0.0))),
+    ]))
 }
 
 /// `query` with its scores multiplied by `boost` (a dataset's `indices_boost`).

@@ -97,7 +97,16 @@ impl Compiler<'_> {
                 )));
             }
         };
-        let fields: Vec<(String, f32)> = fields.into_iter().filter(|(f, _)| f != "*").collect();
+        let mut fields: Vec<(String, f32)> = fields.into_iter().filter(|(f, _)| f != "*").collect();
+        // A reader who may not search some fields searches the others, not `all`.
+        if fields.is_empty()
+            && let Some(strings) = self.schema.catch_all()
+        {
+            fields = strings.iter().map(|f| (f.clone(), 1.0)).collect();
+            if fields.is_empty() {
+                return Ok(Box::new(EmptyQuery));
+            }
+        }
         let and = is_and(body.get("default_operator"));
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for (sign, part) in parse(text) {

@@ -163,6 +163,10 @@ impl Compiler<'_> {
         let vectors = self
             .vectors
             .ok_or_else(|| parsing("[knn] queries are not allowed here"))?;
+        // A vector field the reader may not search finds nothing.
+        if self.schema.path(field) == super::UNMAPPED_PATH {
+            return Ok(Box::new(EmptyQuery));
+        }
         let Some((vector_field, dim, metric)) = vectors.field() else {
             return Err(DslError {
                 kind: "illegal_argument_exception",

@@ -1,0 +1,613 @@
+//! The access layer is the only door: a grant that hides field `secret`, masks field `pii`
+//! (redacted) and shows only the records of `team: a` is applied through it, and every read
+//! path shows the hidden field absent, the masked one masked, and the other team's records
+//! invisible. The engine runs here whole, on a temporary data directory; the reader's grant is
+//! the test's own (roles fill grants in production).
+
+#![allow(clippy::unwrap_used, clippy::panic, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::{
+    config::Config,
+    documents::{bulk, mapping},
+    engine::{Engine, Origin, SampleRow, SearchOptions, SqlOutcome, TimeBounds},
+    metrics::Metrics,
+    promql::value::Labels,
+};
+
+const ACCOUNT: &str = "acme";
+
+struct Fixture {
+    engine: Arc<Engine>,
+    root: PlatformPrincipal,
+    reader: PlatformPrincipal,
+    _dir: tempfile::TempDir,
+}
+
+fn principal(user: &str, grant: Grant) -> PlatformPrincipal {
+    PlatformPrincipal {
+        account: ACCOUNT.to_owned(),
+        user: user.to_owned(),
+        access_key: format!("AKST{user}"),
+        root: grant.all,
+        grant: Arc::new(grant),
+    }
+}
+
+/// The test grant: records and metadata of `people`, `cpu` and the aliases `staff` (of
+/// `people`), `secret` hidden, `pii` redacted, `team: a` only.
+fn test_grant(actions: &[Action]) -> Grant {
+    Grant {
+        all: false,
+        permissions: vec![Permission {
+            actions: actions.to_vec(),
+            resources: vec!["people".into(), "cpu".into(), "staff".into()],
+            filter: Some(json!({"term": {"team": "a"}})),
+            fields: FieldRule {
+                allow: None,
+                deny: vec!["secret".into()],
+                mask: vec![("pii".into(), Mask::Redact)],
+            },
+        }],
+    }
+}
+
+async fn bulk_into(engine: &Engine, root: &PlatformPrincipal, dataset: &str, lines: &[Value]) {
+    let mut body = String::new();
+    for line in lines {
+        body.push_str(&line.to_string());
+        body.push('\n');
+    }
+    let operations = bulk::parse(&Bytes::from(body)).unwrap();
+    let items = engine
+        .bulk(root, Some(dataset), operations, &Origin::system())
+        .await;
+    for item in &items {
+        assert!(
+            matches!(item.outcome, crate::engine::Outcome::Done { .. }),
+            "{item:?}"
+        );
+    }
+}
+
+async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        data_dir: dir.path().to_owned(),
+        ..Config::default()
+    };
+    let engine = Engine::open(Arc::new(config), Arc::new(Metrics::new()))
+        .await
+        .unwrap();
+    engine
+        .create_account(ACCOUNT, false, &Origin::system())
+        .await
+        .unwrap();
+    let root = principal("root", Grant::everything());
+    let mappings = json!({"properties": {
+        "team": {"type": "keyword"},
+        "name": {"type": "text"},
+        "secret": {"type": "keyword"},
+        "pii": {"type": "keyword"},
+        "n": {"type": "long"},
+        "v": {"type": "knn_vector", "dimension": 2},
+    }});
+    engine
+        .create_dataset(
+            &root,
+            "people",
+            mapping::declared_columns(&mappings, false).unwrap(),
+            &[("staff".to_owned(), Default::default())],
+            &Origin::system(),
+        )
+        .await
+        .unwrap();
+    let person = |id: &str, team: &str, name: &str, secret: &str, pii: &str, n: i64| {
+        [
+            json!({"index": {"_id": id}}),
+            json!({"team": team, "name": name, "secret": secret, "pii": pii, "n": n,
+                   "v": [n as f32, 1.0]}),
+        ]
+    };
+    let mut lines = Vec::new();
+    lines.extend(person("1", "a", "ann lee", "zebra", "555-1234", 1));
+    lines.extend(person("2", "b", "bob ray", "yak", "555-9999", 2));
+    lines.extend(person("3", "a", "cat kim", "zebra", "555-0000", 3));
+    bulk_into(&engine, &root, "people", &lines).await;
+    // A dataset the grant does not name.
+    bulk_into(
+        &engine,
+        &root,
+        "other",
+        &[json!({"index": {"_id": "x"}}), json!({"team": "a"})],
+    )
+    .await;
+    // Metrics: two series of team a that differ only by the hidden label, one of team b.
+    let now = chrono::Utc::now().timestamp_millis();
+    let sample = |team: &str, secret: &str, v: f64| {
+        SampleRow::new(
+            vec![
+                ("__name__".into(), "cpu".into()),
+                ("team".into(), team.into()),
+                ("secret".into(), secret.into()),
+                ("pii".into(), "host-1".into()),
+            ],
+            now - 1_000,
+            v,
+        )
+    };
+    engine
+        .write_samples(
+            &root,
+            "cpu",
+            &[
+                sample("a", "s1", 1.0),
+                sample("a", "s2", 2.0),
+                sample("b", "s3", 3.0),
+            ],
+            &Origin::system(),
+        )
+        .await
+        .unwrap();
+    // Aliases with a filter: team b's records, and series.
+    let team_b = crate::engine::AliasSpec {
+        filter: Some(json!({"term": {"team": "b"}})),
+        is_write_index: None,
+    };
+    engine
+        .update_aliases(
+            &root,
+            &[
+                crate::engine::AliasAction::Add {
+                    indices: vec!["people".into()],
+                    aliases: vec!["people-b".into()],
+                    spec: team_b.clone(),
+                },
+                crate::engine::AliasAction::Add {
+                    indices: vec!["cpu".into()],
+                    aliases: vec!["cpu-b".into()],
+                    spec: team_b,
+                },
+            ],
+            &Origin::system(),
+        )
+        .await
+        .unwrap();
+    let reader = principal(
+        "reader",
+        test_grant(&[Action::RecordRead, Action::MetadataRead]),
+    );
+    Fixture {
+        engine,
+        root,
+        reader,
+        _dir: dir,
+    }
+}
+
+async fn search(f: &Fixture, who: &PlatformPrincipal, index: &str, body: Value) -> Value {
+    f.engine
+        .search_dataset(who, Some(index), &body, &SearchOptions::default())
+        .await
+        .unwrap()
+}
+
+fn ids(answer: &Value) -> Vec<String> {
+    let mut ids: Vec<String> = answer["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["_id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    ids
+}
+
+async fn sql(f: &Fixture, who: &PlatformPrincipal, statement: &str) -> Result<Vec<Value>> {
+    let outcome = f
+        .engine
+        .platform_sql(
+            who,
+            statement,
+            TimeBounds::default(),
+            None,
+            &Origin::system(),
+        )
+        .await?;
+    let SqlOutcome::Rows(result) = outcome else {
+        panic!("{statement} wrote")
+    };
+    let mut rows = Vec::new();
+    for batch in &result.batches {
+        let mut writer = arrow::json::ArrayWriter::new(Vec::new());
+        writer.write(batch).unwrap();
+        writer.finish().unwrap();
+        let text = writer.into_inner();
+        if !text.is_empty() {
+            let Value::Array(items) = serde_json::from_slice(&text).unwrap() else {
+                panic!()
+            };
+            rows.extend(items);
+        }
+    }
+    Ok(rows)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_grant_applies_on_every_read_path() {
+    let f = fixture().await;
+    let (root, reader) = (&f.root, &f.reader);
+
+    // --- Query DSL: hits, _source, hits.total, fields ---
+    let all = search(&f, root, "people", json!({})).await;
+    assert_eq!(ids(&all), ["1", "2", "3"]);
+    let seen = search(
+        &f,
+        reader,
+        "people",
+        json!({"fields": ["secret", "pii", "name"]}),
+    )
+    .await;
+    assert_eq!(ids(&seen), ["1", "3"]);
+    assert_eq!(seen["hits"]["total"]["value"], 2);
+    for hit in seen["hits"]["hits"].as_array().unwrap() {
+        let source = hit["_source"].as_object().unwrap();
+        assert!(!source.contains_key("secret"), "{hit}");
+        assert_eq!(source["pii"], "********", "{hit}");
+        assert_eq!(source["team"], "a");
+        let fields = hit["fields"].as_object().unwrap();
+        assert!(!fields.contains_key("secret"), "{hit}");
+        assert_eq!(fields["pii"], json!(["********"]));
+    }
+
+    // --- The hidden and the masked field cannot be found by their values ---
+    let found_by = |query: Value| {
+        let f = &f;
+        async move {
+            let as_root = ids(&search(f, root, "people", json!({"query": query.clone()})).await);
+            let as_reader = ids(&search(f, reader, "people", json!({"query": query})).await);
+            (as_root, as_reader)
+        }
+    };
+    for query in [
+        json!({"query_string": {"query": "zebra"}}),
+        json!({"query_string": {"query": "secret:zebra"}}),
+        json!({"query_string": {"query": "zebra", "default_field": "*"}}),
+        json!({"simple_query_string": {"query": "zebra"}}),
+        json!({"multi_match": {"query": "zebra"}}),
+        json!({"term": {"secret": "zebra"}}),
+        json!({"term": {"secret.keyword": "zebra"}}),
+        json!({"match": {"secret": "zebra"}}),
+        json!({"prefix": {"secret": "zeb"}}),
+        json!({"wildcard": {"secret": "z*"}}),
+        json!({"regexp": {"secret": "z.*"}}),
+        json!({"exists": {"field": "secret"}}),
+        json!({"term": {"pii": "555-1234"}}),
+        json!({"query_string": {"query": "1234"}}),
+    ] {
+        let (as_root, as_reader) = found_by(query.clone()).await;
+        assert!(!as_root.is_empty(), "root finds {query}");
+        assert!(
+            as_reader.is_empty(),
+            "the reader finds {query}: {as_reader:?}"
+        );
+    }
+    // What the reader may search still finds what it may see.
+    let (_, by_name) = found_by(json!({"query_string": {"query": "ann OR bob"}})).await;
+    assert_eq!(by_name, ["1"]);
+    let (_, by_catch_all) = found_by(json!({"multi_match": {"query": "kim"}})).await;
+    assert_eq!(by_catch_all, ["3"]);
+
+    // --- Sort: by a hidden field, as by a field that is not mapped ---
+    let sorted = search(
+        &f,
+        reader,
+        "people",
+        json!({"sort": [{"secret": "asc"}, {"n": "desc"}]}),
+    )
+    .await;
+    let order: Vec<&str> = sorted["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(order, ["3", "1"]);
+    for hit in sorted["hits"]["hits"].as_array().unwrap() {
+        assert_eq!(hit["sort"][0], Value::Null, "{hit}");
+    }
+
+    // --- Aggregations ---
+    let aggs = json!({"size": 0, "aggs": {
+        "secrets": {"terms": {"field": "secret"}},
+        "piis": {"terms": {"field": "pii"}},
+        "teams": {"terms": {"field": "team"}},
+        "total": {"sum": {"field": "n"}},
+    }});
+    let as_root = search(&f, root, "people", aggs.clone()).await;
+    assert_eq!(
+        as_root["aggregations"]["secrets"]["buckets"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    let as_reader = search(&f, reader, "people", aggs).await;
+    let aggregations = &as_reader["aggregations"];
+    assert_eq!(aggregations["secrets"]["buckets"], json!([]));
+    assert_eq!(aggregations["piis"]["buckets"], json!([]));
+    assert_eq!(
+        aggregations["teams"]["buckets"],
+        json!([{"key": "a", "doc_count": 2}])
+    );
+    assert_eq!(aggregations["total"]["value"], 4.0);
+
+    // --- Count, and the alias (its datasets through the grant too) ---
+    let count = f
+        .engine
+        .count_dataset(reader, Some("people"), &Value::Null)
+        .await
+        .unwrap();
+    assert_eq!(count, 2);
+    assert_eq!(
+        ids(&search(&f, reader, "staff", json!({})).await),
+        ["1", "3"]
+    );
+    // A dataset the grant does not name: named, a 403; through a wildcard, left out.
+    let refused = f
+        .engine
+        .search_dataset(reader, Some("other"), &json!({}), &SearchOptions::default())
+        .await;
+    assert!(matches!(refused, Err(Error::Forbidden(_))), "{refused:?}");
+    assert_eq!(ids(&search(&f, reader, "*", json!({})).await), ["1", "3"]);
+
+    // --- SQL: rows and columns, counts, DESCRIBE, SHOW TABLES, KNN_SEARCH ---
+    let rows = sql(&f, reader, "SELECT * FROM people ORDER BY n")
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 2);
+    for row in &rows {
+        let row = row.as_object().unwrap();
+        assert!(!row.contains_key("secret"), "{row:?}");
+        assert_eq!(row["pii"], "********");
+        assert_eq!(row["team"], "a");
+    }
+    let hidden = sql(&f, reader, "SELECT secret FROM people").await;
+    assert!(matches!(hidden, Err(Error::BadRequest(_))), "{hidden:?}");
+    let by_masked = sql(&f, reader, "SELECT n FROM people WHERE pii = '555-1234'")
+        .await
+        .unwrap();
+    assert!(by_masked.is_empty(), "{by_masked:?}");
+    let counted = sql(&f, reader, "SELECT count(*) AS c FROM people")
+        .await
+        .unwrap();
+    assert_eq!(counted, [json!({"c": 2})]);
+    let described = sql(&f, reader, "DESCRIBE people").await.unwrap();
+    let columns: Vec<&str> = described
+        .iter()
+        .map(|r| r["column"].as_str().unwrap())
+        .collect();
+    assert!(!columns.contains(&"secret"), "{columns:?}");
+    let pii = described.iter().find(|r| r["column"] == "pii").unwrap();
+    assert_eq!(pii["type"], "string");
+    let tables = sql(&f, reader, "SHOW TABLES").await.unwrap();
+    let names: Vec<&str> = tables.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["cpu", "people"]);
+    let nearest = sql(
+        &f,
+        reader,
+        "SELECT * FROM KNN_SEARCH('people', 'v', '[2.0, 1.0]', 3)",
+    )
+    .await
+    .unwrap();
+    assert_eq!(nearest.len(), 2, "{nearest:?}");
+    for row in &nearest {
+        let row = row.as_object().unwrap();
+        assert!(!row.contains_key("secret"), "{row:?}");
+        assert_eq!(row["pii"], "********");
+        assert_eq!(row["team"], "a");
+    }
+    let through_alias = sql(&f, reader, "SELECT count(*) AS c FROM staff")
+        .await
+        .unwrap();
+    assert_eq!(through_alias, [json!({"c": 2})]);
+
+    // --- Mappings and metadata lists ---
+    let defs = f.engine.dataset_defs(reader, Some("people")).await.unwrap();
+    let mappings = mapping::of(&defs[0]);
+    let properties = mappings["mappings"]["properties"].as_object().unwrap();
+    assert!(!properties.contains_key("secret"), "{mappings}");
+    assert!(properties.contains_key("pii"), "{mappings}");
+    let listed = f.engine.datasets(reader).await.unwrap();
+    let listed: Vec<(&str, &str)> = listed
+        .iter()
+        .map(|d| (d.index.as_str(), d.docs_count.as_str()))
+        .collect();
+    assert_eq!(listed, [("cpu", "2"), ("people", "2")]);
+    let info = f.engine.dataset_info(reader, "people").await.unwrap();
+    assert_eq!(info.docs_count, "2");
+
+    // --- PromQL: series, label names and values ---
+    let now = chrono::Utc::now().timestamp_millis();
+    let series = |who: &PlatformPrincipal, selector: &str| {
+        let (engine, selector) = (f.engine.clone(), selector.to_owned());
+        let who = who.clone();
+        async move {
+            engine
+                .promql_series(&who, None, &[selector], now - 60_000, now)
+                .await
+                .unwrap()
+        }
+    };
+    let as_root = series(root, "cpu").await;
+    assert_eq!(as_root.len(), 3);
+    let as_reader: Vec<Labels> = series(reader, "cpu").await;
+    // Team a's two series are one once `secret` is hidden.
+    assert_eq!(as_reader.len(), 1, "{as_reader:?}");
+    let labels = &as_reader[0];
+    assert_eq!(labels.get("team"), Some("a"));
+    assert_eq!(labels.get("secret"), None);
+    assert_eq!(labels.get("pii"), Some("******"));
+    assert!(series(reader, "cpu{secret=\"s1\"}").await.is_empty());
+    assert!(series(reader, "cpu{pii=\"host-1\"}").await.is_empty());
+    assert!(series(reader, "cpu{team=\"b\"}").await.is_empty());
+    let evaluated = f
+        .engine
+        .promql_query(
+            reader,
+            None,
+            "count(cpu)",
+            crate::engine::promql::Evaluation::Instant { time: now },
+            std::time::Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+    // One series, whose last sample is the one written last.
+    let crate::promql::engine::QueryValue::Vector(samples) = evaluated.value else {
+        panic!("{evaluated:?}")
+    };
+    assert_eq!(samples.len(), 1, "{samples:?}");
+    assert_eq!(
+        samples[0].value,
+        crate::promql::value::SampleValue::Float(1.0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alias_filters_hold_for_sql_and_promql_too() {
+    let f = fixture().await;
+    let root = &f.root;
+    assert_eq!(ids(&search(&f, root, "people-b", json!({})).await), ["2"]);
+    let rows = sql(&f, root, "SELECT name FROM \"people-b\"")
+        .await
+        .unwrap();
+    assert_eq!(rows, [json!({"name": "bob ray"})]);
+    let now = chrono::Utc::now().timestamp_millis();
+    let series = f
+        .engine
+        .promql_series(root, Some("cpu-b"), &[], now - 60_000, now)
+        .await
+        .unwrap();
+    assert_eq!(series.len(), 1, "{series:?}");
+    assert_eq!(series[0].get("team"), Some("b"));
+    let all = f
+        .engine
+        .promql_series(root, Some("cpu"), &[], now - 60_000, now)
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 3);
+    // The reader may read the dataset behind the alias, but not team b's records.
+    let none = sql(&f, &f.reader, "SELECT name FROM \"people-b\"")
+        .await
+        .unwrap();
+    assert_eq!(none, Vec::<Value>::new());
+    let counted = sql(&f, root, "SELECT count(*) AS c FROM \"people-b\"")
+        .await
+        .unwrap();
+    assert_eq!(counted, [json!({"c": 1})]);
+    let listed = f.engine.datasets(&f.reader).await.unwrap();
+    assert!(listed.iter().all(|d| d.index != "other"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_through_the_door_match_and_copy_only_what_the_writer_may_read() {
+    let f = fixture().await;
+    // Delete by query deletes only what the user may read: team a's records.
+    let writer = principal(
+        "writer",
+        test_grant(&[Action::RecordRead, Action::RecordWrite]),
+    );
+    let deleted = f
+        .engine
+        .delete_by_query(
+            &writer,
+            "people",
+            &json!({"match_all": {}}),
+            Default::default(),
+            &Origin::system(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(deleted.deleted, 2);
+    let left = search(&f, &f.root, "people", json!({})).await;
+    assert_eq!(ids(&left), ["2"]);
+    // Nor may it match by a hidden field's value.
+    let none = f
+        .engine
+        .delete_by_query(
+            &writer,
+            "people",
+            &json!({"term": {"secret": "yak"}}),
+            Default::default(),
+            &Origin::system(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(none.deleted, 0);
+    // Without the right to read, nothing is matched at all.
+    let blind = principal(
+        "blind",
+        Grant {
+            all: false,
+            permissions: vec![Permission {
+                actions: vec![Action::RecordWrite],
+                resources: vec!["people".into()],
+                ..Permission::default()
+            }],
+        },
+    );
+    let refused = f
+        .engine
+        .delete_by_query(
+            &blind,
+            "people",
+            &json!({"match_all": {}}),
+            Default::default(),
+            &Origin::system(),
+        )
+        .await;
+    assert!(matches!(refused, Err(Error::Forbidden(_))), "{refused:?}");
+
+    // Enrich copies from the source only what the user may read as it is.
+    let enricher = principal(
+        "enricher",
+        Grant {
+            all: false,
+            permissions: vec![
+                Permission {
+                    actions: vec![Action::RecordWrite],
+                    resources: vec!["other".into()],
+                    ..Permission::default()
+                },
+                test_grant(&[Action::RecordRead]).permissions.remove(0),
+            ],
+        },
+    );
+    let policy = |fields: &[&str]| crate::engine::EnrichPolicy {
+        source: Some("people".into()),
+        match_field: "team".into(),
+        enrich_fields: fields.iter().map(|f| (*f).to_owned()).collect(),
+    };
+    // The one record left is team b's, which the user may not read: nothing to copy.
+    let copied = f
+        .engine
+        .enrich_dataset(&enricher, "other", &policy(&["name"]), &Origin::system())
+        .await
+        .unwrap();
+    assert_eq!(copied, 0);
+    for field in ["secret", "pii"] {
+        let refused = f
+            .engine
+            .enrich_dataset(&enricher, "other", &policy(&[field]), &Origin::system())
+            .await;
+        assert!(
+            matches!(refused, Err(Error::BadRequest(_))),
+            "{field}: {refused:?}"
+        );
+    }
+}
