@@ -59,7 +59,7 @@ pub use self::{
     ingest::{BulkItem, DeleteLimits, Deleted, EnrichPolicy, Outcome},
     leader::Origin,
     placement::{CONTROL, database_key},
-    query_dsl::SearchOptions,
+    query_dsl::{Aggregation, Aggregations, Bucket, Hit, SearchOptions, SearchResult, TotalHits},
     recovery::RestoreSummary,
     registry::DatabaseGuard,
     samples::SampleRow,

@@ -13,7 +13,7 @@ use axum::{
 };
 use serde_json::{Map, Value, json};
 
-use super::{AppState, RequestId, body::PathName, error::PlatformError};
+use super::{AppState, RequestId, body::PathName, error::PlatformError, search};
 use crate::{
     documents::bulk,
     engine::{
@@ -264,10 +264,10 @@ fn dataset_request(
 /// What a search's query parameters say beside its body.
 #[derive(Clone, Copy, Debug, Default)]
 struct SearchFlags {
-    /// `rest_total_hits_as_int`: `hits.total` as a number.
-    total_as_int: bool,
-    /// `ignore_unavailable` and `include_named_queries_score`.
+    /// `ignore_unavailable`.
     options: SearchOptions,
+    /// `rest_total_hits_as_int` and `include_named_queries_score`.
+    shown: search::Shown,
 }
 
 /// Query parameters of a search: Elasticsearch's URI search, merged into the body (the body
@@ -296,7 +296,7 @@ fn search_params(uri: &Uri, body: Value) -> Result<(Value, SearchFlags), Error> 
         };
         let parsed = match name.as_str() {
             "rest_total_hits_as_int" => {
-                flags.total_as_int = value != "false";
+                flags.shown.total_as_int = value != "false";
                 continue;
             }
             "ignore_unavailable" => {
@@ -304,7 +304,7 @@ fn search_params(uri: &Uri, body: Value) -> Result<(Value, SearchFlags), Error> 
                 continue;
             }
             "include_named_queries_score" => {
-                flags.options.named_scores = value != "false";
+                flags.shown.named_scores = value != "false";
                 continue;
             }
             "size" | "from" | "terminate_after" => number()?,
@@ -410,18 +410,15 @@ async fn run_search(
     let operation = "search";
     let failed = |error| PlatformError { operation, error };
     let (body, flags) = search_params(uri, body).map_err(failed)?;
-    if flags.total_as_int {
+    if flags.shown.total_as_int {
         check_total_as_int(&body).map_err(failed)?;
     }
-    let mut answer = state
+    let result = state
         .engine
         .search_dataset(principal, names, &body, &flags.options)
         .await
         .map_err(failed)?;
-    if flags.total_as_int {
-        total_to_int(&mut answer);
-    }
-    Ok(Json(answer).into_response())
+    Ok(Json(search::answer(&result, flags.shown)).into_response())
 }
 
 /// `rest_total_hits_as_int` prints a total as a number, so it must be exact: a
@@ -436,15 +433,6 @@ fn check_total_as_int(body: &Value) -> Result<(), Error> {
         }
         _ => Ok(()),
     }
-}
-
-/// `hits.total` as the number of hits, or -1 when they were not counted.
-fn total_to_int(answer: &mut Value) {
-    if answer.get("hits").is_none() {
-        return;
-    }
-    let total = answer["hits"]["total"]["value"].as_u64();
-    answer["hits"]["total"] = total.map_or(json!(-1), |n| json!(n));
 }
 
 /// GET|POST /{dataset}/_count: how many records the query matches.
@@ -524,22 +512,20 @@ pub async fn msearch(
                 Some(Value::String(flag)) => flag != "false",
                 _ => false,
             };
-            let mut answer = state
+            let result = state
                 .engine
                 .search_dataset(
                     &principal,
                     Some(&index),
                     &body,
-                    &SearchOptions {
-                        ignore_unavailable,
-                        ..SearchOptions::default()
-                    },
+                    &SearchOptions { ignore_unavailable },
                 )
                 .await?;
-            if total_as_int {
-                total_to_int(&mut answer);
-            }
-            Ok(answer)
+            let shown = search::Shown {
+                total_as_int,
+                ..search::Shown::default()
+            };
+            Ok(search::answer(&result, shown))
         }
     });
     let responses: Vec<Value> = futures::future::join_all(answers)
@@ -1100,20 +1086,20 @@ pub async fn get_doc(
 ) -> Result<Response, PlatformError> {
     let operation = "get";
     let body = json!({"query": {"term": {"_id": id}}, "size": 1});
-    let answer = state
+    let result = state
         .engine
         .search_dataset(&principal, Some(&dataset), &body, &SearchOptions::default())
         .await
         .map_err(|error| PlatformError { operation, error })?;
-    Ok(match answer["hits"]["hits"].get(0) {
+    Ok(match result.hits.first() {
         Some(hit) => Json(json!({
-            "_index": hit["_index"],
+            "_index": hit.index,
             "_id": id,
             "_version": 1,
             "_seq_no": 0,
             "_primary_term": 1,
             "found": true,
-            "_source": hit["_source"],
+            "_source": hit.source,
         }))
         .into_response(),
         None => (

@@ -15,6 +15,7 @@ mod panics;
 mod platform;
 mod promql;
 mod samples;
+mod search;
 mod sql;
 
 use std::{

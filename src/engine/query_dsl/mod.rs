@@ -15,8 +15,10 @@ use strata_projections::table::{
 };
 
 mod aggregate;
+mod result;
 
 use aggregate::aggregate;
+pub use result::{Aggregation, Aggregations, Bucket, Hit, SearchResult, TotalHits};
 
 use super::access::FieldPolicy;
 use super::{
@@ -71,8 +73,6 @@ fn bad(kind: &str, reason: impl std::fmt::Display) -> Error {
 pub struct SearchOptions {
     /// Names of no dataset or alias are left out, not a 404 (`ignore_unavailable`).
     pub ignore_unavailable: bool,
-    /// A hit's `matched_queries` give each named query's score (`include_named_queries_score`).
-    pub named_scores: bool,
 }
 
 /// A search body, read.
@@ -239,16 +239,6 @@ fn dates_after(
 }
 
 /// A sort value as a hit's `sort` shows it (whole numbers as integers: dates are milliseconds).
-fn sort_json(value: &Option<SortValue>) -> Value {
-    match value {
-        None => Value::Null,
-        Some(SortValue::Text(text)) => json!(text),
-        Some(SortValue::Int(n)) => json!(n),
-        Some(SortValue::Number(n)) if n.fract() == 0.0 && n.abs() < 9.0e15 => json!(*n as i64),
-        Some(SortValue::Number(n)) => json!(n),
-    }
-}
-
 fn usize_of(body: &Map<String, Value>, key: &str, default: usize) -> Result<usize> {
     let negative = body.get(key).and_then(|v| match v {
         Value::Number(n) => n.as_i64(),
@@ -729,15 +719,15 @@ impl Engine {
             .collect())
     }
 
-    /// A Query DSL search of the datasets `names` names (see [`aliases::resolve_read`]): the
-    /// response body. Hits of several datasets merge in the search's order.
+    /// A Query DSL search of the datasets `names` names (see [`aliases::resolve_read`]), as
+    /// the principal sees them. Hits of several datasets merge in the search's order.
     pub async fn search_dataset(
         &self,
         principal: &PlatformPrincipal,
         names: Option<&str>,
         body: &Value,
         options: &SearchOptions,
-    ) -> Result<Value> {
+    ) -> Result<SearchResult> {
         let started = Instant::now();
         let search = Search::parse(body)?;
         let datasets = self
@@ -825,56 +815,28 @@ impl Engine {
             if row >= rows.num_rows() {
                 continue;
             }
-            let (id, mut source) = source::record(rows, row, &search.source, &formats[*i]);
+            let (id, source) = source::record(rows, row, &search.source, &formats[*i]);
             let fields_seen = &found[*i].fields;
-            if let Value::Object(object) = &mut source {
-                fields_seen.apply_to_source(object);
-            }
-            let mut entry = Map::new();
-            entry.insert("_index".into(), json!(found[*i].name));
-            entry.insert("_id".into(), json!(id));
-            entry.insert(
-                "_score".into(),
-                if scored {
-                    json!(hit.score)
-                } else {
-                    Value::Null
-                },
-            );
-            if !search.source.none {
-                entry.insert("_source".into(), source);
-            }
-            if let Some(ignored) = source::ignored(rows, row) {
-                let ignored = match ignored {
-                    Value::Array(names) => Value::Array(
-                        names
-                            .into_iter()
-                            .filter(|n| n.as_str().is_none_or(|n| fields_seen.lists(n)))
-                            .collect(),
-                    ),
-                    other => other,
-                };
-                if ignored.as_array().is_none_or(|names| !names.is_empty()) {
-                    entry.insert("_ignored".into(), ignored);
+            let source = match (search.source.none, source) {
+                (false, Value::Object(mut object)) => {
+                    fields_seen.apply_to_source(&mut object);
+                    Some(object)
                 }
-            }
-            let named: Vec<&(String, f32)> = matched[*i]
+                _ => None,
+            };
+            let ignored = match source::ignored(rows, row) {
+                Some(Value::Array(names)) => names
+                    .into_iter()
+                    .filter_map(|n| n.as_str().map(str::to_owned))
+                    .filter(|n| fields_seen.lists(n))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let matched_queries = matched[*i]
                 .iter()
                 .filter(|(row_id, _)| *row_id == hit.row_id)
-                .map(|(_, named)| named)
+                .map(|(_, named)| named.clone())
                 .collect();
-            if !named.is_empty() {
-                let value = match options.named_scores {
-                    true => Value::Object(
-                        named
-                            .iter()
-                            .map(|(name, score)| (name.clone(), json!(score)))
-                            .collect(),
-                    ),
-                    false => json!(named.iter().map(|(name, _)| name).collect::<Vec<_>>()),
-                };
-                entry.insert("matched_queries".into(), value);
-            }
             let mut fields = Map::new();
             for field in &search.fields {
                 let name = field.name.strip_suffix(".keyword").unwrap_or(&field.name);
@@ -890,16 +852,16 @@ impl Engine {
                 }
             }
             fields_seen.apply_to_source(&mut fields);
-            if !fields.is_empty() {
-                entry.insert("fields".into(), Value::Object(fields));
-            }
-            if !search.sort.is_empty() {
-                entry.insert(
-                    "sort".into(),
-                    Value::Array(hit.keys.iter().map(sort_json).collect()),
-                );
-            }
-            hits.push(Value::Object(entry));
+            hits.push(Hit {
+                index: found[*i].name.clone(),
+                id,
+                score: scored.then_some(hit.score),
+                source,
+                ignored,
+                matched_queries,
+                fields,
+                sort: (!search.sort.is_empty()).then(|| hit.keys.clone()),
+            });
         }
         let total: u64 = found.iter().map(|f| f.total).sum();
         // As in Elasticsearch, the top score is known when hits are ranked by score first.
@@ -911,33 +873,19 @@ impl Engine {
             true => merged.iter().map(|(_, h)| h.score).reduce(f32::max),
             false => None,
         };
-        let mut hits_body = Map::new();
-        if let Some(limit) = search.track_total_hits {
-            let (value, relation) = match total > limit {
-                true => (limit, "gte"),
-                false => (total, "eq"),
-            };
-            hits_body.insert(
-                "total".into(),
-                json!({"value": value, "relation": relation}),
-            );
-        }
-        hits_body.insert("max_score".into(), json!(max_score));
-        hits_body.insert("hits".into(), Value::Array(hits));
-        let shards = found.len();
-        let mut answer = json!({
-            "took": started.elapsed().as_millis() as u64,
-            "timed_out": found.iter().any(|f| f.timed_out),
-            "_shards": {"total": shards, "successful": shards, "skipped": 0, "failed": 0},
-            "hits": hits_body,
-        });
-        if let Some(limit) = search.terminate_after {
-            answer["terminated_early"] = json!(total >= limit as u64);
-        }
-        if let Some(aggregations) = aggregations {
-            answer["aggregations"] = aggregations;
-        }
-        Ok(answer)
+        Ok(SearchResult {
+            took_ms: started.elapsed().as_millis() as u64,
+            timed_out: found.iter().any(|f| f.timed_out),
+            shards: found.len(),
+            total: search.track_total_hits.map(|limit| TotalHits {
+                value: total.min(limit),
+                at_least: total > limit,
+            }),
+            max_score,
+            hits,
+            terminated_early: search.terminate_after.map(|limit| total >= limit as u64),
+            aggregations: aggregations.map(Aggregations::from_json),
+        })
     }
 
     /// /{dataset}/_count: the live records `body`'s query (all without one) matches, in the

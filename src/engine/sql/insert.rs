@@ -306,7 +306,7 @@ impl Engine {
             )
             .collect();
         let body = json!({"query": {"bool": {"filter": filters}}, "size": 2, "_source": false});
-        let answer = match self
+        let result = match self
             .search_dataset(
                 principal,
                 Some(&insert.dataset),
@@ -315,17 +315,13 @@ impl Engine {
             )
             .await
         {
-            Ok(answer) => answer,
+            Ok(result) => result,
             Err(Error::DatasetNotFound(_)) => return Ok(None),
             Err(error) => return Err(error),
         };
-        let hits = answer["hits"]["hits"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        match hits.as_slice() {
+        match result.hits.as_slice() {
             [] => Ok(None),
-            [hit] => Ok(hit["_id"].as_str().map(str::to_owned)),
+            [hit] => Ok(hit.id.clone()),
             _ => Err(bad(format!(
                 "the key ({}) of a row names several records of [{}]; ON CONFLICT needs a key that names one",
                 insert.key.join(", "),
