@@ -25,10 +25,12 @@ use arrow::{
 use arrow_schema::{DataType, SchemaRef};
 use serde_json::Value;
 
-use crate::{
-    error::{Error, Result},
-    limits::MAX_DECODED_ROWS_BYTES,
-};
+use crate::error::{Error, Result};
+
+/// The most memory the rows of one request may take once decoded into a table's columns,
+/// before anything decodes them: a short body can state many rows, each taking the width of
+/// every column (a null 384-dimension vector still takes 1,536 bytes).
+pub const MAX_DECODED_ROWS_BYTES: usize = 512 << 20;
 
 /// The media type of an Arrow IPC stream.
 pub const ARROW_STREAM: &str = "application/vnd.apache.arrow.stream";
