@@ -407,9 +407,7 @@ impl DatasetView {
             return Ok(None);
         };
         let snapshot = self.snapshot.clone();
-        let rows = tokio::task::spawn_blocking(move || snapshot.matching_rows(filter.as_ref()))
-            .await
-            .map_err(|e| Error::Internal(format!("a search task failed: {e}")))??;
+        let rows = super::blocking(move || snapshot.matching_rows(filter.as_ref())).await??;
         Ok(Some(Arc::new(rows)))
     }
 
@@ -669,8 +667,9 @@ impl Engine {
             .reach(principal, action, target, ignore_unavailable)
             .await?
         {
-            let (runtime, def) = self.dataset(&principal.account, &seen.name).await?;
-            let snapshot = self.table_runtime(&runtime, &def).await?.snapshot();
+            let (def, snapshot) = self
+                .dataset_snapshot(&principal.account, &seen.name)
+                .await?;
             datasets.push(DatasetView {
                 name: seen.name,
                 def,
@@ -749,12 +748,11 @@ impl Engine {
         action: Action,
         name: &str,
     ) -> Result<DatasetView> {
-        let (runtime, def) = self.dataset(&principal.account, name).await?;
+        let (def, snapshot) = self.dataset_snapshot(&principal.account, name).await?;
         let visibility = principal
             .grant
             .visibility(action, &def, &[])
             .ok_or_else(|| forbidden(principal, action, name))?;
-        let snapshot = self.table_runtime(&runtime, &def).await?.snapshot();
         Ok(DatasetView {
             name: name.to_owned(),
             filter: visibility.filter,

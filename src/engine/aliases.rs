@@ -505,12 +505,11 @@ impl Engine {
             return Err(Error::NotFound(format!("no such index [{name}]")));
         };
         let runtime = self.runtime(&database).await?;
-        let mut permit = runtime
-            .catalog
-            .try_permit(self.write_wait())
-            .await?
-            .ok_or_else(|| super::datasets::busy(&principal.account))?;
-        self.still_ready(&runtime)?;
+        let mut permit = self
+            .catalog_permit(&runtime, self.write_wait(), || {
+                super::datasets::busy(&principal.account)
+            })
+            .await?;
         let Some(mut changed) = plan_actions(&permit.snapshot(), actions)? else {
             return Ok(());
         };

@@ -13,12 +13,12 @@ use strata_log::{
     event::{Column, TableCreated, TableDropped},
 };
 use strata_projections::{
-    catalog::{TableDef, VectorMetric},
+    catalog::{CatalogState, TableDef, VectorMetric},
     control::{Database, DatabaseStatus},
     schema::ColumnType,
 };
 
-use super::{DatabaseRuntime, Engine, Origin, Principal};
+use super::{DatabaseRuntime, Engine, Origin, Principal, leader::Permit};
 use crate::{
     error::{Error, Result},
     names,
@@ -199,6 +199,20 @@ impl Engine {
         }
     }
 
+    /// The write permit of `runtime`'s catalog, waiting at most `wait` for a change in flight
+    /// (`busy` says why it is refused after that), once the database is known to be still
+    /// there: how every catalog change begins.
+    pub(super) async fn catalog_permit<'a>(
+        &self,
+        runtime: &'a DatabaseRuntime,
+        wait: std::time::Duration,
+        busy: impl FnOnce() -> Error,
+    ) -> Result<Permit<'a, Arc<CatalogState>>> {
+        let permit = runtime.catalog.try_permit(wait).await?.ok_or_else(busy)?;
+        self.still_ready(runtime)?;
+        Ok(permit)
+    }
+
     fn catalog_busy(database: &str) -> Error {
         Error::Busy(format!(
             "another change to the catalog of database {database:?} is in flight; retry after the Retry-After interval"
@@ -215,12 +229,11 @@ impl Engine {
         let database = self.ready_database(principal, database)?;
         let mut created = request.validate()?;
         let runtime = self.runtime(&database).await?;
-        let mut permit = runtime
-            .catalog
-            .try_permit(self.write_wait())
-            .await?
-            .ok_or_else(|| Self::catalog_busy(&database.name))?;
-        self.still_ready(&runtime)?;
+        let mut permit = self
+            .catalog_permit(&runtime, self.write_wait(), || {
+                Self::catalog_busy(&database.name)
+            })
+            .await?;
         if permit.snapshot().tables.contains_key(&created.name) {
             return Err(Error::TableExists(created.name));
         }
@@ -247,12 +260,11 @@ impl Engine {
         let database = self.ready_database(principal, database)?;
         names::check_table(name)?;
         let runtime = self.runtime(&database).await?;
-        let mut permit = runtime
-            .catalog
-            .try_permit(self.write_wait())
-            .await?
-            .ok_or_else(|| Self::catalog_busy(&database.name))?;
-        self.still_ready(&runtime)?;
+        let mut permit = self
+            .catalog_permit(&runtime, self.write_wait(), || {
+                Self::catalog_busy(&database.name)
+            })
+            .await?;
         let Some(table) = permit.snapshot().tables.get(name).cloned() else {
             return Err(Error::TableNotFound(name.to_owned()));
         };

@@ -263,6 +263,17 @@ impl Engine {
         Ok((runtime, def))
     }
 
+    /// The definition of dataset `name` of `account` and a snapshot of its records.
+    pub(super) async fn dataset_snapshot(
+        &self,
+        account: &str,
+        name: &str,
+    ) -> Result<(Arc<TableDef>, Arc<strata_projections::table::TableSnapshot>)> {
+        let (runtime, def) = self.dataset(account, name).await?;
+        let snapshot = self.table_runtime(&runtime, &def).await?.snapshot();
+        Ok((def, snapshot))
+    }
+
     /// PUT /{dataset}: an empty dataset, with the columns its mappings declare and the aliases
     /// its configuration names.
     pub async fn create_dataset(
@@ -316,12 +327,9 @@ impl Engine {
                 ))
             })?;
         let runtime = self.runtime(&database).await?;
-        let mut permit = runtime
-            .catalog
-            .try_permit(wait)
-            .await?
-            .ok_or_else(|| busy(&principal.account))?;
-        self.still_ready(&runtime)?;
+        let mut permit = self
+            .catalog_permit(&runtime, wait, || busy(&principal.account))
+            .await?;
         let catalog = permit.snapshot();
         if catalog.tables.contains_key(name) {
             return Err(Error::DatasetExists(name.to_owned()));
@@ -399,12 +407,9 @@ impl Engine {
         if writes.snapshot().next_row_id > 0 {
             return Ok(false);
         }
-        let mut permit = runtime
-            .catalog
-            .try_permit(wait)
-            .await?
-            .ok_or_else(|| busy(&runtime.account))?;
-        self.still_ready(runtime)?;
+        let mut permit = self
+            .catalog_permit(runtime, wait, || busy(&runtime.account))
+            .await?;
         match permit.snapshot().tables.get(&def.name) {
             Some(current) if current.id == def.id && current == def => {}
             Some(current) if current.id == def.id => return Ok(true),
@@ -436,12 +441,9 @@ impl Engine {
         origin: &Origin,
         wait: std::time::Duration,
     ) -> Result<()> {
-        let mut permit = runtime
-            .catalog
-            .try_permit(wait)
-            .await?
-            .ok_or_else(|| busy(&runtime.account))?;
-        self.still_ready(runtime)?;
+        let mut permit = self
+            .catalog_permit(runtime, wait, || busy(&runtime.account))
+            .await?;
         match permit.snapshot().tables.get(&def.name) {
             Some(current) if current.id == def.id => {
                 // Another write grew them first: the caller plans again.
@@ -479,12 +481,9 @@ impl Engine {
     ) -> Result<()> {
         self.authorize(principal, Action::DatasetDelete, name)?;
         let (runtime, def) = self.dataset(&principal.account, name).await?;
-        let mut permit = runtime
-            .catalog
-            .try_permit(self.write_wait())
-            .await?
-            .ok_or_else(|| busy(&principal.account))?;
-        self.still_ready(&runtime)?;
+        let mut permit = self
+            .catalog_permit(&runtime, self.write_wait(), || busy(&principal.account))
+            .await?;
         if permit.snapshot().tables.get(name).map(|t| &t.id) != Some(&def.id) {
             return Err(Error::DatasetNotFound(name.to_owned()));
         }

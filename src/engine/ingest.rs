@@ -648,9 +648,7 @@ impl Engine {
             let mut matched = {
                 let snapshot = snapshot.clone();
                 let compiled = compiled.box_clone();
-                tokio::task::spawn_blocking(move || snapshot.matching_rows(compiled.as_ref()))
-                    .await
-                    .map_err(|e| Error::Internal(format!("a search task failed: {e}")))??
+                super::blocking(move || snapshot.matching_rows(compiled.as_ref())).await??
             };
             if let Some(max) = limits.max_docs
                 && matched.len() > max
@@ -821,8 +819,7 @@ impl Engine {
             }
         }
         // The target's records are written again whole.
-        let (runtime, target_def) = self.dataset(&principal.account, target).await?;
-        let snapshot = self.table_runtime(&runtime, &target_def).await?.snapshot();
+        let (target_def, snapshot) = self.dataset_snapshot(&principal.account, target).await?;
         let target_rows = self.all_rows(snapshot, None).await?;
         let formats = crate::documents::columns::Formats::of(&target_def);
         let mut operations = Vec::new();

@@ -123,12 +123,11 @@ impl Engine {
         }
         for target in &targets {
             let (runtime, def) = self.dataset(&principal.account, &target.name).await?;
-            let mut permit = runtime
-                .catalog
-                .try_permit(self.write_wait())
-                .await?
-                .ok_or_else(|| super::datasets::busy(&principal.account))?;
-            self.still_ready(&runtime)?;
+            let mut permit = self
+                .catalog_permit(&runtime, self.write_wait(), || {
+                    super::datasets::busy(&principal.account)
+                })
+                .await?;
             let Some(current) = permit
                 .snapshot()
                 .tables

@@ -400,7 +400,8 @@ async fn remove_local_dir(dir: &std::path::Path) {
     }
 }
 
-/// Runs blocking work (file and sled I/O) off the async runtime.
+/// Runs blocking work (file and sled I/O, index searches, evaluations) off the async runtime:
+/// the one place the engine does.
 pub(crate) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T> {

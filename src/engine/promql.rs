@@ -17,6 +17,7 @@ use strata_projections::table::{
 use super::{
     Action, Engine, PlatformPrincipal,
     access::{FieldPolicy, LabelFilter, Target},
+    blocking,
 };
 use crate::{
     error::{Error, Result},
@@ -109,18 +110,6 @@ impl From<QueryError> for PromqlError {
             message: error.to_string(),
         }
     }
-}
-
-/// Runs `work` on a blocking thread (evaluation and index reads are CPU and disk work).
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, PromqlError> + Send + 'static,
-) -> Result<T, PromqlError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| PromqlError {
-            kind: PromqlErrorKind::Internal,
-            message: format!("a query task failed: {e}"),
-        })?
 }
 
 /// How a reader sees a metrics dataset's series: its labels hidden or masked (a redacted
@@ -476,16 +465,15 @@ impl Engine {
             ..EngineOptions::default()
         };
         let query = query.to_owned();
-        blocking(move || {
-            let output = match at {
-                Evaluation::Instant { time } => instant_query(&series, &query, time, &options),
-                Evaluation::Range { start, end, step } => {
-                    range_query(&series, &query, start, end, step, &options)
-                }
-            };
-            Ok(output?)
+        // Evaluation and index reads are CPU and disk work.
+        let output = blocking(move || match at {
+            Evaluation::Instant { time } => instant_query(&series, &query, time, &options),
+            Evaluation::Range { start, end, step } => {
+                range_query(&series, &query, start, end, step, &options)
+            }
         })
-        .await
+        .await?;
+        Ok(output?)
     }
 
     /// The label sets of the series that match any of the selectors `matches` (every series
@@ -507,7 +495,7 @@ impl Engine {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let series = self.metrics_series(principal, index).await?;
-        blocking(move || {
+        blocking(move || -> Result<Vec<Labels>, PromqlError> {
             let mut found = std::collections::BTreeSet::new();
             let storage_error = |e: StorageError| PromqlError {
                 kind: PromqlErrorKind::Internal,
@@ -529,6 +517,6 @@ impl Engine {
             }
             Ok(found.into_iter().collect())
         })
-        .await
+        .await?
     }
 }

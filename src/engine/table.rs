@@ -20,7 +20,11 @@ use strata_projections::{
     table::{TableHandle, TableOptions, TableProjection, TableSnapshot, TableStore, rows},
 };
 
-use super::{DatabaseRuntime, Engine, Origin, Principal, leader::Leader, quota::Counts};
+use super::{
+    DatabaseRuntime, Engine, Origin, Principal,
+    leader::{Leader, Permit},
+    quota::Counts,
+};
 use crate::{
     error::{Error, Result},
     query::{self, QueryResult},
@@ -224,6 +228,23 @@ impl Engine {
         Ok((runtime, def))
     }
 
+    /// The write permit of table `def` (`runtime` its runtime in `database`), once the table is
+    /// known to be still there: how every write to a table begins.
+    async fn table_permit<'a>(
+        &self,
+        database: &DatabaseRuntime,
+        def: &TableDef,
+        runtime: &'a TableRuntime,
+    ) -> Result<Permit<'a, Arc<TableSnapshot>>> {
+        let permit = runtime
+            .leader
+            .try_permit(self.write_wait())
+            .await?
+            .ok_or_else(|| Self::table_busy(&def.name))?;
+        self.table_still_there(database, def, runtime)?;
+        Ok(permit)
+    }
+
     fn table_busy(table: &str) -> Error {
         Error::Busy(format!(
             "another write to table {table:?} is in flight; retry after the Retry-After interval, or send more rows per request"
@@ -274,12 +295,7 @@ impl Engine {
             _ => Some(self.reserve(&database.account, add).await?),
         };
         let runtime = self.table_runtime(&database, &def).await?;
-        let mut permit = runtime
-            .leader
-            .try_permit(self.write_wait())
-            .await?
-            .ok_or_else(|| Self::table_busy(&def.name))?;
-        self.table_still_there(&database, &def, &runtime)?;
+        let mut permit = self.table_permit(&database, &def, &runtime).await?;
         let first = permit.snapshot().next_row_id;
         let count = batch.num_rows() as u64;
         let ids: Vec<u64> = (first..first + count).collect();
@@ -312,12 +328,7 @@ impl Engine {
     ) -> Result<RowCount> {
         let (database, def) = self.table_of(principal, database, table).await?;
         let runtime = self.table_runtime(&database, &def).await?;
-        let mut permit = runtime
-            .leader
-            .try_permit(self.write_wait())
-            .await?
-            .ok_or_else(|| Self::table_busy(&def.name))?;
-        self.table_still_there(&database, &def, &runtime)?;
+        let mut permit = self.table_permit(&database, &def, &runtime).await?;
         let snapshot = permit.snapshot();
         let ctx = query::session(&self.queries);
         let matched = query::matching(&ctx, snapshot.clone(), predicate).await?;
@@ -350,12 +361,7 @@ impl Engine {
         let vectors_added =
             strata_projections::table::count_vectors(&batch, def.vector_column.as_deref());
         let runtime = self.table_runtime(&database, &def).await?;
-        let mut permit = runtime
-            .leader
-            .try_permit(self.write_wait())
-            .await?
-            .ok_or_else(|| Self::table_busy(&def.name))?;
-        self.table_still_there(&database, &def, &runtime)?;
+        let mut permit = self.table_permit(&database, &def, &runtime).await?;
         let snapshot = permit.snapshot();
         let ctx = query::session(&self.queries);
         let matched = query::matching(&ctx, snapshot.clone(), predicate).await?;

@@ -4,23 +4,19 @@
 //! /_cat/aliases, and GET /{index} (an index's aliases, mappings and settings).
 
 use axum::{
-    Extension, Json,
+    Json,
     body::Bytes,
-    extract::{Path, State},
+    extract::Path,
     http::Uri,
     response::{IntoResponse, Response},
 };
 use serde_json::{Map, Value, json};
 
-use super::{AppState, RequestId, error::PlatformError};
+use super::{AppState, RequestId, Signed, error::PlatformError};
 use crate::{
     engine::{AliasAction, AliasSpec, PlatformPrincipal, parse_alias_spec, split_names},
     error::Error,
 };
-
-fn failed(operation: &'static str) -> impl Fn(Error) -> PlatformError {
-    move |error| PlatformError { operation, error }
-}
 
 /// A JSON object body; nothing is an empty one.
 fn object_body(body: &Bytes) -> Result<Map<String, Value>, Error> {
@@ -55,13 +51,15 @@ async fn apply(
 /// PUT|POST /{index}/_alias/{name}: alias `name` (or each of a list) names the datasets
 /// `index` names; the body may give its `filter` and `is_write_index`.
 pub async fn put_alias(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
-    Extension(request_id): Extension<RequestId>,
+    Signed {
+        state,
+        principal,
+        request_id,
+    }: Signed,
     Path((index, name)): Path<(String, String)>,
     body: Bytes,
 ) -> Result<Response, PlatformError> {
-    let failed = failed("put alias");
+    let failed = PlatformError::of("put alias");
     let spec = parse_alias_spec(&object_body(&body).map_err(&failed)?).map_err(&failed)?;
     let action = AliasAction::Add {
         indices: split_names(&index),
@@ -76,12 +74,14 @@ pub async fn put_alias(
 /// DELETE /{index}/_alias/{name}: the aliases `name` matches no longer name the datasets
 /// `index` names; a 404 when there is no such alias.
 pub async fn delete_alias(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
-    Extension(request_id): Extension<RequestId>,
+    Signed {
+        state,
+        principal,
+        request_id,
+    }: Signed,
     Path((index, name)): Path<(String, String)>,
 ) -> Result<Response, PlatformError> {
-    let failed = failed("delete alias");
+    let failed = PlatformError::of("delete alias");
     let action = AliasAction::Remove {
         indices: split_names(&index),
         aliases: split_names(&name),
@@ -195,12 +195,14 @@ fn parse_actions(body: &Map<String, Value>) -> Result<Vec<AliasAction>, Error> {
 
 /// POST /_aliases: several alias actions, applied all at once or not at all.
 pub async fn post_aliases(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
-    Extension(request_id): Extension<RequestId>,
+    Signed {
+        state,
+        principal,
+        request_id,
+    }: Signed,
     body: Bytes,
 ) -> Result<Response, PlatformError> {
-    let failed = failed("update aliases");
+    let failed = PlatformError::of("update aliases");
     let actions = parse_actions(&object_body(&body).map_err(&failed)?).map_err(&failed)?;
     apply(&state, &principal, &request_id, &actions)
         .await
@@ -210,11 +212,12 @@ pub async fn post_aliases(
 /// GET (and HEAD) /_alias, /_alias/{name}, /{index}/_alias, /{index}/_alias/{name}:
 /// `{"<dataset>": {"aliases": {"<alias>": {...}}}}`; a named alias that does not exist is a 404.
 pub async fn get_aliases(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
+    Signed {
+        state, principal, ..
+    }: Signed,
     path: Option<Path<Vec<(String, String)>>>,
 ) -> Result<Response, PlatformError> {
-    let failed = failed("get aliases");
+    let failed = PlatformError::of("get aliases");
     let params: Vec<(String, String)> = path.map(|Path(p)| p).unwrap_or_default();
     let get = |key: &str| {
         params
@@ -236,12 +239,13 @@ pub async fn get_aliases(
 
 /// GET /_cat/aliases[/{name}]: one line per alias and dataset, as Elasticsearch's cat API.
 pub async fn cat_aliases(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
+    Signed {
+        state, principal, ..
+    }: Signed,
     name: Option<Path<String>>,
     uri: Uri,
 ) -> Result<Response, PlatformError> {
-    let failed = failed("cat aliases");
+    let failed = PlatformError::of("cat aliases");
     let params: super::platform::CatParams = serde_urlencoded::from_str(uri.query().unwrap_or(""))
         .map_err(|e| failed(Error::BadRequest(format!("invalid query parameters: {e}"))))?;
     let listing = state

@@ -8,7 +8,7 @@ use axum::{
     extract::{DefaultBodyLimit, State},
     http::{HeaderMap, Method, StatusCode, Uri, header},
     response::{IntoResponse, Response},
-    routing::{delete, get, post},
+    routing::{MethodRouter, delete, get, post},
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -25,28 +25,40 @@ use crate::{
     rows::{self, ARROW_STREAM, RowsBody},
 };
 
+/// What makes a route's handler.
+type Handler = fn() -> MethodRouter<AppState>;
+
+/// The routes of one database, `/v1/<operation>/{database}`: the operation and its handler.
+/// In a cluster they are forwarded to the database's owner (`super::forward`).
+pub(super) const DATABASE_ROUTES: &[(&str, Handler)] = &[
+    ("create_table", || post(create_table)),
+    ("drop_table", || post(drop_table)),
+    ("list_tables", || post(list_tables)),
+    ("schema", || post(schema)),
+    ("append", || post(append)),
+    ("update", || post(update)),
+    ("delete", || post(delete_rows)),
+    ("query_sql", || post(query_sql)),
+    ("bm25_search", || post(bm25_search)),
+    ("token_match", || post(token_match)),
+    ("exact_match", || post(exact_match)),
+    ("hybrid_search", || post(hybrid_search)),
+    ("count", || post(count)),
+    ("changes", || get(changes)),
+];
+
 pub fn routes(state: AppState) -> Router {
     let max_body = state.engine.config().server.max_body_bytes;
-    Router::new()
+    let mut router = Router::new()
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .route("/v1/databases", get(list_databases).post(create_database))
         .route("/v1/databases/{name}", delete(delete_database))
-        .route("/v1/databases/{name}/storage/verify", post(verify_storage))
-        .route("/v1/create_table/{database}", post(create_table))
-        .route("/v1/drop_table/{database}", post(drop_table))
-        .route("/v1/list_tables/{database}", post(list_tables))
-        .route("/v1/schema/{database}", post(schema))
-        .route("/v1/append/{database}", post(append))
-        .route("/v1/update/{database}", post(update))
-        .route("/v1/delete/{database}", post(delete_rows))
-        .route("/v1/query_sql/{database}", post(query_sql))
-        .route("/v1/bm25_search/{database}", post(bm25_search))
-        .route("/v1/token_match/{database}", post(token_match))
-        .route("/v1/exact_match/{database}", post(exact_match))
-        .route("/v1/hybrid_search/{database}", post(hybrid_search))
-        .route("/v1/count/{database}", post(count))
-        .route("/v1/changes/{database}", get(changes))
+        .route("/v1/databases/{name}/storage/verify", post(verify_storage));
+    for (operation, handler) in DATABASE_ROUTES {
+        router = router.route(&format!("/v1/{operation}/{{database}}"), handler());
+    }
+    router
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))

@@ -5,15 +5,15 @@
 use std::time::Instant;
 
 use axum::{
-    Extension, Json,
+    Json,
     body::Bytes,
-    extract::{Path, State},
+    extract::Path,
     http::{HeaderMap, Uri, header::CONTENT_TYPE},
     response::{IntoResponse, Response},
 };
 use serde_json::{Map, Value, json};
 
-use super::{AppState, RequestId, body::PathName, error::PlatformError, search};
+use super::{AppState, RequestId, Signed, body::PathName, error::PlatformError, search};
 use crate::{
     documents::bulk,
     engine::{
@@ -42,15 +42,17 @@ const BULK_PARAMETERS: &[&str] = &[
 
 /// POST /{dataset}/json and /{dataset}/_bulk.
 pub async fn dataset_bulk(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
-    Extension(request_id): Extension<RequestId>,
+    Signed {
+        state,
+        principal,
+        request_id,
+    }: Signed,
     name: Result<PathName, Error>,
     headers: HeaderMap,
     uri: Uri,
     body: Bytes,
 ) -> Result<Response, PlatformError> {
-    let PathName(name) = name.map_err(failed)?;
+    let PathName(name) = name.map_err(PlatformError::of("bulk"))?;
     run(
         &state,
         &principal,
@@ -65,21 +67,16 @@ pub async fn dataset_bulk(
 
 /// POST /_bulk: every action line names its dataset.
 pub async fn bulk(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
-    Extension(request_id): Extension<RequestId>,
+    Signed {
+        state,
+        principal,
+        request_id,
+    }: Signed,
     headers: HeaderMap,
     uri: Uri,
     body: Bytes,
 ) -> Result<Response, PlatformError> {
     run(&state, &principal, &request_id, None, &headers, &uri, body).await
-}
-
-fn failed(error: Error) -> PlatformError {
-    PlatformError {
-        operation: "bulk",
-        error,
-    }
 }
 
 async fn run(
@@ -92,14 +89,14 @@ async fn run(
     body: Bytes,
 ) -> Result<Response, PlatformError> {
     let started = Instant::now();
-    check_content_type(headers).map_err(failed)?;
-    let params = check_parameters(uri).map_err(failed)?;
+    check_content_type(headers).map_err(PlatformError::of("bulk"))?;
+    let params = check_parameters(uri).map_err(PlatformError::of("bulk"))?;
     // Reading every line of a body of thousands is CPU work: off the runtime's few workers,
     // which every request of both listeners shares.
     let mut operations = crate::engine::blocking(move || bulk::parse(&body))
         .await
         .and_then(|parsed| parsed)
-        .map_err(failed)?;
+        .map_err(PlatformError::of("bulk"))?;
     for operation in &mut operations {
         operation.require_alias.get_or_insert(params.require_alias);
         if operation.action == bulk::Action::Update && operation.source.is_none() {
@@ -256,7 +253,7 @@ fn dataset_request(
     name: Result<PathName, Error>,
     body: &Bytes,
 ) -> Result<(String, Value), PlatformError> {
-    let failed = |error| PlatformError { operation, error };
+    let failed = PlatformError::of(operation);
     let PathName(name) = name.map_err(failed)?;
     Ok((name, json_body(body).map_err(failed)?))
 }
@@ -376,8 +373,9 @@ fn search_params(uri: &Uri, body: Value) -> Result<(Value, SearchFlags), Error> 
 /// GET|POST /{dataset}/_search and GET /{dataset}/querydsl: a Query DSL search (the path may
 /// name several datasets, comma-separated, or globs).
 pub async fn search(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
+    Signed {
+        state, principal, ..
+    }: Signed,
     name: Result<PathName, Error>,
     uri: Uri,
     body: Bytes,
@@ -388,8 +386,9 @@ pub async fn search(
 
 /// GET|POST /_search: a Query DSL search of every dataset.
 pub async fn search_all(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
+    Signed {
+        state, principal, ..
+    }: Signed,
     uri: Uri,
     body: Bytes,
 ) -> Result<Response, PlatformError> {
@@ -408,7 +407,7 @@ async fn run_search(
     body: Value,
 ) -> Result<Response, PlatformError> {
     let operation = "search";
-    let failed = |error| PlatformError { operation, error };
+    let failed = PlatformError::of(operation);
     let (body, flags) = search_params(uri, body).map_err(failed)?;
     if flags.shown.total_as_int {
         check_total_as_int(&body).map_err(failed)?;
@@ -437,8 +436,9 @@ fn check_total_as_int(body: &Value) -> Result<(), Error> {
 
 /// GET|POST /{dataset}/_count: how many records the query matches.
 pub async fn count(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
+    Signed {
+        state, principal, ..
+    }: Signed,
     name: Result<PathName, Error>,
     body: Bytes,
 ) -> Result<Response, PlatformError> {
@@ -459,8 +459,9 @@ pub async fn count(
 /// POST /_msearch and /{dataset}/_msearch: header and body line pairs, each a search; the
 /// answers in request order, a failed one as `{error: {type, reason}, status}` beside the others.
 pub async fn msearch(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
+    Signed {
+        state, principal, ..
+    }: Signed,
     name: Option<Path<String>>,
     uri: Uri,
     body: Bytes,
@@ -682,15 +683,17 @@ fn delete_criteria(params: DeleteParams, body: &Value) -> Result<Value, Error> {
 
 /// PATCH /{dataset}: deletes the records the criteria match, for good: `{"deleted": n}`.
 pub async fn delete_by_query(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
-    Extension(request_id): Extension<RequestId>,
+    Signed {
+        state,
+        principal,
+        request_id,
+    }: Signed,
     name: Result<PathName, Error>,
     uri: Uri,
     body: Bytes,
 ) -> Result<Response, PlatformError> {
     let operation = "delete by query";
-    let failed = |error| PlatformError { operation, error };
+    let failed = PlatformError::of(operation);
     let (name, body) = dataset_request(operation, name, &body)?;
     let params: DeleteParams = serde_urlencoded::from_str(uri.query().unwrap_or(""))
         .map_err(|e| failed(Error::BadRequest(format!("invalid query parameters: {e}"))))?;
@@ -857,16 +860,18 @@ fn by_query_status(part: &Deleted, requests_per_second: f64) -> Value {
 /// answers: at most `max_docs` records (or `size`), tombstoned `scroll_size` (1000) to an
 /// event, each event a batch.
 pub async fn es_delete_by_query(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
-    Extension(request_id): Extension<RequestId>,
+    Signed {
+        state,
+        principal,
+        request_id,
+    }: Signed,
     name: Result<PathName, Error>,
     uri: Uri,
     body: Bytes,
 ) -> Result<Response, PlatformError> {
     let started = Instant::now();
     let operation = "delete by query";
-    let failed = |error| PlatformError { operation, error };
+    let failed = PlatformError::of(operation);
     let parsed: Value = match body.is_empty() {
         true => Value::Null,
         false => serde_json::from_slice(&body).unwrap_or(Value::Null),
@@ -1032,9 +1037,11 @@ fn single_operation(
 /// /{dataset}/_create/{id} creates it only if no record has this id; POST
 /// /{dataset}/_update/{id} merges the body's `doc` into it (or creates its `upsert`).
 pub async fn put_doc(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
-    Extension(request_id): Extension<RequestId>,
+    Signed {
+        state,
+        principal,
+        request_id,
+    }: Signed,
     Path((dataset, id)): Path<(String, String)>,
     uri: Uri,
     body: Bytes,
@@ -1047,41 +1054,48 @@ pub async fn put_doc(
     } else {
         bulk::Action::Index
     };
-    let operation = single_operation(action, Some(id), Some(body), &uri).map_err(failed)?;
+    let operation =
+        single_operation(action, Some(id), Some(body), &uri).map_err(PlatformError::of("bulk"))?;
     Ok(single(&state, &principal, &request_id, operation, &dataset).await)
 }
 
 /// POST /{dataset}/_doc: creates a record with a generated id.
 pub async fn post_doc(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
-    Extension(request_id): Extension<RequestId>,
+    Signed {
+        state,
+        principal,
+        request_id,
+    }: Signed,
     Path(dataset): Path<String>,
     uri: Uri,
     body: Bytes,
 ) -> Result<Response, PlatformError> {
-    let operation =
-        single_operation(bulk::Action::Index, None, Some(body), &uri).map_err(failed)?;
+    let operation = single_operation(bulk::Action::Index, None, Some(body), &uri)
+        .map_err(PlatformError::of("bulk"))?;
     Ok(single(&state, &principal, &request_id, operation, &dataset).await)
 }
 
 /// DELETE /{dataset}/_doc/{id}.
 pub async fn delete_doc(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
-    Extension(request_id): Extension<RequestId>,
+    Signed {
+        state,
+        principal,
+        request_id,
+    }: Signed,
     Path((dataset, id)): Path<(String, String)>,
     uri: Uri,
 ) -> Result<Response, PlatformError> {
-    let operation = single_operation(bulk::Action::Delete, Some(id), None, &uri).map_err(failed)?;
+    let operation = single_operation(bulk::Action::Delete, Some(id), None, &uri)
+        .map_err(PlatformError::of("bulk"))?;
     Ok(single(&state, &principal, &request_id, operation, &dataset).await)
 }
 
 /// GET /{dataset}/_doc/{id}: the record, `{"_index", "_id", "_version", "found": true,
 /// "_source"}`, or a 404 with `"found": false`.
 pub async fn get_doc(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
+    Signed {
+        state, principal, ..
+    }: Signed,
     Path((dataset, id)): Path<(String, String)>,
 ) -> Result<Response, PlatformError> {
     let operation = "get";
@@ -1157,14 +1171,16 @@ fn enrich_policy(body: &Value) -> Result<EnrichPolicy, Error> {
 /// POST /{dataset}/enrich_dataset: the dataset's records gain the policy's fields from the
 /// source's records with the same match field: `{"acknowledged": true, "enriched": n}`.
 pub async fn enrich(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
-    Extension(request_id): Extension<RequestId>,
+    Signed {
+        state,
+        principal,
+        request_id,
+    }: Signed,
     name: Result<PathName, Error>,
     body: Bytes,
 ) -> Result<Response, PlatformError> {
     let operation = "enrich dataset";
-    let failed = |error| PlatformError { operation, error };
+    let failed = PlatformError::of(operation);
     let (name, body) = dataset_request(operation, name, &body)?;
     let policy = enrich_policy(&body).map_err(failed)?;
     let enriched = state

@@ -81,6 +81,13 @@ pub struct PlatformError {
     pub error: Error,
 }
 
+impl PlatformError {
+    /// The error of `operation`, in the platform's shape (for `map_err`).
+    pub fn of(operation: &'static str) -> impl Fn(Error) -> PlatformError + Copy {
+        move |error| PlatformError { operation, error }
+    }
+}
+
 impl IntoResponse for PlatformError {
     fn into_response(self) -> Response {
         let code = self.error.code();

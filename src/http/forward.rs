@@ -17,7 +17,10 @@ use axum::{
     response::{IntoResponse, Response},
 };
 
-use super::{AppState, RequestId, RouteSlot, data_plane::api_key};
+use super::{
+    AppState, RequestId, RouteSlot,
+    data_plane::{DATABASE_ROUTES, api_key},
+};
 use crate::{
     cluster::Member,
     engine::{CONTROL, database_key},
@@ -28,24 +31,6 @@ use crate::{
 pub static FORWARDED_BY: HeaderName = HeaderName::from_static("x-strata-forwarded-by");
 /// Set on every answer: the node that served the request.
 pub static SERVED_BY: HeaderName = HeaderName::from_static("x-strata-node");
-
-/// Routes of one database: `/v1/<operation>/<database>`.
-const DATABASE_ROUTES: &[&str] = &[
-    "create_table",
-    "drop_table",
-    "list_tables",
-    "schema",
-    "append",
-    "update",
-    "delete",
-    "query_sql",
-    "bm25_search",
-    "token_match",
-    "exact_match",
-    "hybrid_search",
-    "count",
-    "changes",
-];
 
 /// Headers of one connection, not of the request or answer they carry.
 const HOP_BY_HOP: &[HeaderName] = &[
@@ -107,7 +92,9 @@ async fn placement(
         ["v1", "databases"] if method == Method::POST => None,
         ["v1", "databases", _, "storage", "verify"] => None,
         ["v1", "databases", name] if method == Method::DELETE => Some(*name),
-        ["v1", operation, name] if DATABASE_ROUTES.contains(operation) => Some(*name),
+        ["v1", operation, name] if DATABASE_ROUTES.iter().any(|(op, _)| op == operation) => {
+            Some(*name)
+        }
         _ => return Ok(None),
     };
     // Whoever serves it, the key must be known here: it may be a moment old.

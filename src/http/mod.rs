@@ -32,7 +32,10 @@ use axum::{
 };
 use tracing::Instrument;
 
-use crate::{engine::Engine, http::error::Transient};
+use crate::{
+    engine::{Engine, PlatformPrincipal},
+    http::error::Transient,
+};
 
 /// What every handler gets.
 #[derive(Clone)]
@@ -60,6 +63,43 @@ impl AppState {
 /// The id of the request being handled.
 #[derive(Clone, Debug)]
 pub struct RequestId(pub String);
+
+/// What every platform handler starts from: the server's state, who signed the request (its
+/// signature checked by the platform's middleware), and the request's id.
+pub struct Signed {
+    pub state: AppState,
+    pub principal: PlatformPrincipal,
+    pub request_id: RequestId,
+}
+
+impl axum::extract::FromRequestParts<AppState> for Signed {
+    type Rejection = error::PlatformError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &AppState,
+    ) -> Result<Signed, Self::Rejection> {
+        let missing = |what: &str| error::PlatformError {
+            operation: "request",
+            error: crate::error::Error::Internal(format!("the request has no {what}")),
+        };
+        let principal = parts
+            .extensions
+            .get::<PlatformPrincipal>()
+            .cloned()
+            .ok_or_else(|| missing("signer"))?;
+        let request_id = parts
+            .extensions
+            .get::<RequestId>()
+            .cloned()
+            .ok_or_else(|| missing("id"))?;
+        Ok(Signed {
+            state: state.clone(),
+            principal,
+            request_id,
+        })
+    }
+}
 
 /// Filled by the inner route middleware with the matched route, read by the outer one.
 #[derive(Clone, Default)]

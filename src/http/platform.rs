@@ -9,7 +9,7 @@
 //! `{"status": "error", "message": "<operation>: <reason>"}`.
 
 use axum::{
-    Extension, Json, Router,
+    Json, Router,
     body::{Body, Bytes},
     extract::{DefaultBodyLimit, Request, State},
     http::{HeaderName, HeaderValue, Method, Uri},
@@ -20,7 +20,7 @@ use axum::{
 use serde_json::json;
 
 use super::{
-    AppState, RequestId, aliases, body::PathName, documents, error::PlatformError, forward, health,
+    AppState, Signed, aliases, body::PathName, documents, error::PlatformError, forward, health,
     promql, samples, sql,
 };
 use crate::{
@@ -289,8 +289,9 @@ fn check_version(request: &Request) -> Result<(), Error> {
 
 /// GET /: who this is, in the shape Elasticsearch and OpenSearch clients read at connect time.
 async fn cluster_info(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
+    Signed {
+        state, principal, ..
+    }: Signed,
 ) -> Response {
     if let Err(error) = state
         .engine
@@ -325,15 +326,16 @@ async fn cluster_info(
 /// GET /_cluster/health[/{index}]: green, as tools that wait for a cluster expect; its counts
 /// are the account's datasets (one primary shard each, no replicas) and the cluster's nodes.
 async fn cluster_health(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
+    Signed {
+        state, principal, ..
+    }: Signed,
 ) -> Result<Response, PlatformError> {
     let operation = "cluster health";
     let datasets = state
         .engine
         .datasets(&principal)
         .await
-        .map_err(failed(operation))?
+        .map_err(PlatformError::of(operation))?
         .len();
     let nodes = state.engine.members().len().max(1);
     Ok(Json(json!({
@@ -372,11 +374,6 @@ async fn method_not_allowed(method: Method, uri: Uri) -> Response {
     .into_response()
 }
 
-/// The error of `operation`, in the platform's shape.
-fn failed(operation: &'static str) -> impl FnOnce(Error) -> PlatformError {
-    move |error| PlatformError { operation, error }
-}
-
 /// PUT on a path the platform serves itself (`/sql`, `/_search`, `/health`, ...): a dataset of
 /// that name could never be reached, so creating it is refused as any reserved name is (400).
 /// `PUT /_bulk` stays Elasticsearch's bulk API.
@@ -398,21 +395,22 @@ async fn create_reserved(uri: Uri) -> PlatformError {
 /// get index API: each dataset the path names (by name, pattern or alias) with its aliases,
 /// mappings and settings; a 404 when a name names none.
 async fn list_datasets(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
+    Signed {
+        state, principal, ..
+    }: Signed,
     name: Result<PathName, Error>,
 ) -> Result<Response, PlatformError> {
-    let PathName(name) = name.map_err(failed("request"))?;
+    let PathName(name) = name.map_err(PlatformError::of("request"))?;
     if name != "metadata" {
         return get_index(&state, &principal, &name)
             .await
-            .map_err(failed("get index"));
+            .map_err(PlatformError::of("get index"));
     }
     let datasets = state
         .engine
         .datasets(&principal)
         .await
-        .map_err(failed("list datasets"))?;
+        .map_err(PlatformError::of("list datasets"))?;
     Ok(Json(datasets).into_response())
 }
 
@@ -441,15 +439,17 @@ async fn get_index(
 /// configuration: its `mappings` declare columns, its `aliases` are made with it; its
 /// `settings` are accepted and ignored (one shard, no replicas, always).
 async fn create_dataset(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
-    Extension(request_id): Extension<RequestId>,
+    Signed {
+        state,
+        principal,
+        request_id,
+    }: Signed,
     name: Result<PathName, Error>,
     body: Bytes,
 ) -> Result<Response, PlatformError> {
     let operation = "create dataset";
-    let PathName(name) = name.map_err(failed(operation))?;
-    let (declared, aliases) = check_configuration(&body).map_err(failed(operation))?;
+    let PathName(name) = name.map_err(PlatformError::of(operation))?;
+    let (declared, aliases) = check_configuration(&body).map_err(PlatformError::of(operation))?;
     state
         .engine
         .create_dataset(
@@ -460,7 +460,7 @@ async fn create_dataset(
             &principal.origin(&request_id.0),
         )
         .await
-        .map_err(failed(operation))?;
+        .map_err(PlatformError::of(operation))?;
     Ok(
         Json(json!({"acknowledged": true, "shards_acknowledged": true, "index": name}))
             .into_response(),
@@ -516,42 +516,46 @@ fn check_configuration(
 
 /// DELETE /{dataset}: the dataset and all its records, for good.
 async fn delete_dataset(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
-    Extension(request_id): Extension<RequestId>,
+    Signed {
+        state,
+        principal,
+        request_id,
+    }: Signed,
     name: Result<PathName, Error>,
 ) -> Result<Response, PlatformError> {
     let operation = "delete dataset";
-    let PathName(name) = name.map_err(failed(operation))?;
+    let PathName(name) = name.map_err(PlatformError::of(operation))?;
     state
         .engine
         .delete_dataset(&principal, &name, &principal.origin(&request_id.0))
         .await
-        .map_err(failed(operation))?;
+        .map_err(PlatformError::of(operation))?;
     Ok(Json(json!({"acknowledged": true})).into_response())
 }
 
 /// GET and HEAD /{dataset}/metadata: one dataset's info record (HEAD: 200 or 404, no body).
 async fn dataset_info(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
+    Signed {
+        state, principal, ..
+    }: Signed,
     name: Result<PathName, Error>,
 ) -> Result<Response, PlatformError> {
     let operation = "dataset metadata";
-    let PathName(name) = name.map_err(failed(operation))?;
+    let PathName(name) = name.map_err(PlatformError::of(operation))?;
     let info = state
         .engine
         .dataset_info(&principal, &name)
         .await
-        .map_err(failed(operation))?;
+        .map_err(PlatformError::of(operation))?;
     Ok(Json(info).into_response())
 }
 
 /// GET /_mapping and /{dataset}/_mapping: each dataset's columns as an Elasticsearch mapping,
 /// `{"<dataset>": {"mappings": {"properties": ...}}}`.
 async fn mappings(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
+    Signed {
+        state, principal, ..
+    }: Signed,
     name: Option<axum::extract::Path<String>>,
 ) -> Result<Response, PlatformError> {
     let operation = "mapping";
@@ -560,7 +564,7 @@ async fn mappings(
         .engine
         .dataset_defs(&principal, name.as_deref())
         .await
-        .map_err(failed(operation))?;
+        .map_err(PlatformError::of(operation))?;
     let body: serde_json::Map<String, serde_json::Value> = defs
         .iter()
         .map(|def| (def.name.clone(), crate::documents::mapping::of(def)))
@@ -571,16 +575,18 @@ async fn mappings(
 /// PUT|POST /{index}/_mapping: declares fields on the datasets the path names (see
 /// `Engine::put_mapping`); the body is a mapping, `{"properties": {...}}`.
 async fn put_mapping(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
-    Extension(request_id): Extension<RequestId>,
+    Signed {
+        state,
+        principal,
+        request_id,
+    }: Signed,
     axum::extract::Path(names): axum::extract::Path<String>,
     body: Bytes,
 ) -> Result<Response, PlatformError> {
     let operation = "put mapping";
     let mappings: serde_json::Value = serde_json::from_slice(&body)
         .map_err(|e| Error::BadRequest(format!("[parsing_exception] the body is not JSON: {e}")))
-        .map_err(failed(operation))?;
+        .map_err(PlatformError::of(operation))?;
     state
         .engine
         .put_mapping(
@@ -590,7 +596,7 @@ async fn put_mapping(
             &principal.origin(&request_id.0),
         )
         .await
-        .map_err(failed(operation))?;
+        .map_err(PlatformError::of(operation))?;
     Ok(Json(json!({"acknowledged": true})).into_response())
 }
 
@@ -631,15 +637,16 @@ fn flat_settings(prefix: &str, settings: &serde_json::Value, out: &mut Vec<Strin
 /// acknowledged for the datasets the path names; any other is a 400 that names it (a setting
 /// is never silently dropped).
 async fn put_settings(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
+    Signed {
+        state, principal, ..
+    }: Signed,
     axum::extract::Path(names): axum::extract::Path<String>,
     body: Bytes,
 ) -> Result<Response, PlatformError> {
     let operation = "put settings";
     let settings: serde_json::Value = serde_json::from_slice(&body)
         .map_err(|e| Error::BadRequest(format!("[parsing_exception] the body is not JSON: {e}")))
-        .map_err(failed(operation))?;
+        .map_err(PlatformError::of(operation))?;
     let settings = settings.get("settings").unwrap_or(&settings);
     let mut names_set = Vec::new();
     flat_settings("", settings, &mut names_set);
@@ -647,7 +654,7 @@ async fn put_settings(
         .iter()
         .find(|name| !NO_OP_SETTINGS.contains(&name.as_str()))
     {
-        return Err(failed(operation)(Error::BadRequest(format!(
+        return Err(PlatformError::of(operation)(Error::BadRequest(format!(
             "[illegal_argument_exception] setting [index.{other}] cannot be changed here (those accepted, without effect: {})",
             NO_OP_SETTINGS.join(", ")
         ))));
@@ -657,20 +664,21 @@ async fn put_settings(
         .engine
         .dataset_defs(&principal, Some(&names))
         .await
-        .map_err(failed(operation))?
+        .map_err(PlatformError::of(operation))?
     {
         state
             .engine
             .authorize(&principal, Action::DatasetCreate, &def.name)
-            .map_err(failed(operation))?;
+            .map_err(PlatformError::of(operation))?;
     }
     Ok(Json(json!({"acknowledged": true})).into_response())
 }
 
 /// GET /{index}/_settings: each dataset's settings, as the get index API shows them.
 async fn settings(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
+    Signed {
+        state, principal, ..
+    }: Signed,
     axum::extract::Path(names): axum::extract::Path<String>,
 ) -> Result<Response, PlatformError> {
     let operation = "get settings";
@@ -678,7 +686,7 @@ async fn settings(
         .engine
         .dataset_defs(&principal, Some(&names))
         .await
-        .map_err(failed(operation))?;
+        .map_err(PlatformError::of(operation))?;
     let body: serde_json::Map<String, serde_json::Value> = defs
         .iter()
         .map(|def| (def.name.clone(), json!({"settings": index_settings(def)})))
@@ -710,20 +718,21 @@ pub(super) struct CatParams {
 /// GET /_cat/indices[/{pattern}]: the datasets' info records, as Elasticsearch's cat API lists
 /// indices: JSON with `format=json`, otherwise a text table with aligned columns.
 async fn cat_indices(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
+    Signed {
+        state, principal, ..
+    }: Signed,
     pattern: Option<axum::extract::Path<String>>,
     uri: Uri,
 ) -> Result<Response, PlatformError> {
     let operation = "cat indices";
     let params: CatParams = serde_urlencoded::from_str(uri.query().unwrap_or(""))
         .map_err(|e| Error::BadRequest(format!("invalid query parameters: {e}")))
-        .map_err(failed(operation))?;
+        .map_err(PlatformError::of(operation))?;
     let mut datasets = state
         .engine
         .datasets(&principal)
         .await
-        .map_err(failed(operation))?;
+        .map_err(PlatformError::of(operation))?;
     if let Some(axum::extract::Path(pattern)) = pattern {
         let patterns: Vec<&str> = pattern.split(',').map(str::trim).collect();
         datasets.retain(|d| {
@@ -738,7 +747,7 @@ async fn cat_indices(
             let header = params.v.is_some_and(|v| v != "false");
             Ok(cat_table(&datasets, header).into_response())
         }
-        Some(other) => Err(failed(operation)(Error::BadRequest(format!(
+        Some(other) => Err(PlatformError::of(operation)(Error::BadRequest(format!(
             "unsupported format {other:?}; use json or txt"
         )))),
     }

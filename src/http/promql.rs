@@ -14,15 +14,15 @@ mod render;
 use std::time::Duration;
 
 use axum::{
-    Extension, Json,
+    Json,
     body::Bytes,
-    extract::{Path, State},
+    extract::Path,
     http::{HeaderMap, StatusCode, Uri},
     response::{IntoResponse, Response},
 };
 use serde_json::{Value, json};
 
-use super::AppState;
+use super::{AppState, Signed};
 use crate::engine::{
     PlatformPrincipal,
     promql::{Evaluation, PromqlError, PromqlErrorKind},
@@ -108,8 +108,9 @@ fn written(value: &crate::promql::engine::QueryValue) -> Data {
 
 /// GET|POST /promql/query and /api/v1/query: an instant query.
 pub async fn query(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
+    Signed {
+        state, principal, ..
+    }: Signed,
     headers: HeaderMap,
     uri: Uri,
     body: Bytes,
@@ -145,8 +146,9 @@ async fn instant(
 
 /// GET|POST /promql/query_range and /api/v1/query_range: a range query.
 pub async fn query_range(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
+    Signed {
+        state, principal, ..
+    }: Signed,
     headers: HeaderMap,
     uri: Uri,
     body: Bytes,
@@ -206,8 +208,9 @@ async fn ranged(
 /// GET /{dataset}/promql: a query of one dataset's metrics; a range query when `start` and
 /// `end` are given, an instant query otherwise.
 pub async fn dataset_query(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
+    Signed {
+        state, principal, ..
+    }: Signed,
     Path(name): Path<String>,
     headers: HeaderMap,
     uri: Uri,
@@ -263,8 +266,9 @@ fn limited<T>(params: &Params, mut items: Vec<T>) -> Result<(Vec<T>, Vec<String>
 
 /// GET|POST /promql/labels and /api/v1/labels: the label names of the series.
 pub async fn labels(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
+    Signed {
+        state, principal, ..
+    }: Signed,
     headers: HeaderMap,
     uri: Uri,
     body: Bytes,
@@ -284,8 +288,9 @@ pub async fn labels(
 
 /// GET /promql/label/{name}/values and /api/v1/label/{name}/values.
 pub async fn label_values(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
+    Signed {
+        state, principal, ..
+    }: Signed,
     Path(name): Path<String>,
     headers: HeaderMap,
     uri: Uri,
@@ -307,8 +312,9 @@ pub async fn label_values(
 
 /// GET|POST /promql/series and /api/v1/series: the label sets of the matching series.
 pub async fn series(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
+    Signed {
+        state, principal, ..
+    }: Signed,
     headers: HeaderMap,
     uri: Uri,
     body: Bytes,

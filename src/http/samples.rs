@@ -6,20 +6,16 @@
 //! the query parameter `index` (default [`REMOTE_WRITE_DATASET`]).
 
 use axum::{
-    Extension, Json,
+    Json,
     body::Bytes,
-    extract::{Path, State},
+    extract::Path,
     http::{HeaderMap, StatusCode, Uri, header::CONTENT_TYPE},
     response::{IntoResponse, Response},
 };
 use serde_json::json;
 
-use super::{AppState, RequestId, error::PlatformError};
-use crate::{
-    engine::{PlatformPrincipal, SampleRow},
-    error::Error,
-    exposition, remote_write,
-};
+use super::{Signed, error::PlatformError};
+use crate::{engine::SampleRow, error::Error, exposition, remote_write};
 
 /// The dataset remote write writes when its URL names none.
 pub const REMOTE_WRITE_DATASET: &str = "prometheus";
@@ -29,9 +25,11 @@ const MAX_REMOTE_WRITE_BYTES: usize = 64 << 20;
 
 /// POST /{dataset}/metrics: `{acknowledged: true, indexed: n}`.
 pub async fn post_metrics(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
-    Extension(request_id): Extension<RequestId>,
+    Signed {
+        state,
+        principal,
+        request_id,
+    }: Signed,
     Path(name): Path<String>,
     body: Bytes,
 ) -> Result<Response, PlatformError> {
@@ -67,9 +65,11 @@ pub async fn post_metrics(
 
 /// POST /api/v1/write: 204 when written, as Prometheus answers.
 pub async fn remote_write(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
-    Extension(request_id): Extension<RequestId>,
+    Signed {
+        state,
+        principal,
+        request_id,
+    }: Signed,
     headers: HeaderMap,
     uri: Uri,
     body: Bytes,

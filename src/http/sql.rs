@@ -4,28 +4,20 @@
 //! CSV with `response_type=csv`.
 
 use axum::{
-    Extension, Json,
+    Json,
     body::Bytes,
-    extract::State,
     http::{HeaderMap, Uri, header::CONTENT_TYPE},
     response::{IntoResponse, Response},
 };
 use serde_json::{Value, json};
 
-use super::{AppState, RequestId, body::PathName, error::PlatformError};
+use super::{AppState, RequestId, Signed, body::PathName, error::PlatformError};
 use crate::{
     documents::source::json_value,
     engine::{PlatformPrincipal, SqlOutcome, TimeBounds, sql_type_name},
     error::Error,
     query::QueryResult,
 };
-
-fn failed(error: Error) -> PlatformError {
-    PlatformError {
-        operation: "sql",
-        error,
-    }
-}
 
 /// How the answer is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,9 +135,11 @@ fn csv_field(value: &Value) -> String {
 
 /// POST|GET /sql, POST /_sql.
 pub async fn sql(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
-    Extension(request_id): Extension<RequestId>,
+    Signed {
+        state,
+        principal,
+        request_id,
+    }: Signed,
     headers: HeaderMap,
     uri: Uri,
     body: Bytes,
@@ -155,15 +149,17 @@ pub async fn sql(
 
 /// POST /{dataset}/sql: the same, but an INSERT may write that dataset only.
 pub async fn dataset_sql(
-    State(state): State<AppState>,
-    Extension(principal): Extension<PlatformPrincipal>,
-    Extension(request_id): Extension<RequestId>,
+    Signed {
+        state,
+        principal,
+        request_id,
+    }: Signed,
     name: Result<PathName, Error>,
     headers: HeaderMap,
     uri: Uri,
     body: Bytes,
 ) -> Result<Response, PlatformError> {
-    let PathName(name) = name.map_err(failed)?;
+    let PathName(name) = name.map_err(PlatformError::of("sql"))?;
     run(
         &state,
         &principal,
@@ -185,7 +181,8 @@ async fn run(
     body: &Bytes,
     scope: Option<&str>,
 ) -> Result<Response, PlatformError> {
-    let (statement, bounds, format) = read_request(uri, headers, body).map_err(failed)?;
+    let (statement, bounds, format) =
+        read_request(uri, headers, body).map_err(PlatformError::of("sql"))?;
     let outcome = state
         .engine
         .platform_sql(
@@ -196,7 +193,7 @@ async fn run(
             &principal.origin(&request_id.0),
         )
         .await
-        .map_err(failed)?;
+        .map_err(PlatformError::of("sql"))?;
     let result = match outcome {
         SqlOutcome::Rows(result) => result,
         SqlOutcome::Affected(n) => return Ok(Json(json!({"rows_affected": n})).into_response()),

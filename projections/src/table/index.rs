@@ -113,6 +113,12 @@ impl IndexSpec {
         }
         std::fs::rename(&building, &dir).map_err(index_error)?;
         sync_dir(&self.dir)?;
+        self.open_in(dir, vectors)
+    }
+
+    /// The indexes in segment directory `dir`: its text, document and series indexes opened,
+    /// with its `vectors`.
+    fn open_in(&self, dir: PathBuf, vectors: Option<SegmentVectors>) -> Result<SegmentIndex> {
         let text = match &self.text {
             Some(_) => Some(SegmentText::open(&dir.join(TEXT_DIR))?),
             None => None,
@@ -135,10 +141,6 @@ impl IndexSpec {
             return Ok(None);
         }
         let opened = (|| {
-            let text = match &self.text {
-                Some(_) => Some(SegmentText::open(&dir.join(TEXT_DIR))?),
-                None => None,
-            };
             let vectors = match &self.vector {
                 Some(v) => Some(SegmentVectors::open(
                     &dir.join(VECTOR_DIR),
@@ -147,20 +149,10 @@ impl IndexSpec {
                 )?),
                 None => None,
             };
-            let docs = match &self.docs {
-                Some(_) => Some(DocsIndex::open(&dir.join(DOCS_DIR))?),
-                None => None,
-            };
-            let series = match self.series {
-                true => Some(SeriesSet::open(&dir.join(SERIES_FILE))?),
-                false => None,
-            };
-            Ok::<_, crate::error::Error>((text, vectors, docs, series))
+            self.open_in(dir.clone(), vectors)
         })();
         match opened {
-            Ok((text, vectors, docs, series)) => {
-                Ok(Some(SegmentIndex::new(dir, text, vectors, docs, series)))
-            }
+            Ok(index) => Ok(Some(index)),
             Err(error) => {
                 tracing::warn!(dir = %dir.display(), %error, "unreadable segment index; rebuilding it");
                 Ok(None)

@@ -8,15 +8,7 @@ use std::collections::BTreeMap;
 /// The schema of histograms with custom bucket boundaries (NHCB).
 pub const CUSTOM_BUCKETS_SCHEMA: i32 = -53;
 
-/// The `counter_reset_hint` of a histogram.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum CounterResetHint {
-    #[default]
-    Unknown,
-    Reset,
-    NotReset,
-    Gauge,
-}
+pub use crate::histogram::CounterResetHint;
 
 /// One histogram of a series description; every field defaults to zero/empty.
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -455,12 +455,9 @@ impl Scanner<'_> {
                         .chars()
                         .take_while(|c| c.is_ascii_alphabetic() || *c == '_')
                         .collect();
-                    h.counter_reset_hint = match word.as_str() {
-                        "unknown" => CounterResetHint::Unknown,
-                        "reset" => CounterResetHint::Reset,
-                        "not_reset" => CounterResetHint::NotReset,
-                        "gauge" => CounterResetHint::Gauge,
-                        _ => {
+                    h.counter_reset_hint = match CounterResetHint::from_name(&word) {
+                        Some(hint) => hint,
+                        None => {
                             return self.fail(
                                 self.pos,
                                 format!("bad histogram descriptor found: {word:?}"),

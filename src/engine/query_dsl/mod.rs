@@ -24,7 +24,7 @@ use super::access::FieldPolicy;
 use super::{
     Action, Engine, PlatformPrincipal,
     access::{DatasetView, Target},
-    aliases,
+    aliases, blocking,
 };
 use crate::{
     documents::{
@@ -468,7 +468,7 @@ async fn matched_queries(
                 .iter()
                 .map(|(name, query)| (name.clone(), query.box_clone()))
                 .collect();
-            matched = tokio::task::spawn_blocking(move || {
+            matched = blocking(move || {
                 let mut matched = Vec::new();
                 for (name, query) in &named {
                     for (row_id, score) in snapshot.scores_among(query.as_ref(), &rows)? {
@@ -477,8 +477,7 @@ async fn matched_queries(
                 }
                 Ok::<_, strata_projections::Error>(matched)
             })
-            .await
-            .map_err(|e| Error::Internal(format!("a search task failed: {e}")))??;
+            .await??;
         }
         out.push(matched);
     }
@@ -572,11 +571,7 @@ pub(super) async fn prepare(
     // A knn query searches the vector index while it compiles: off the async threads.
     let compiled = {
         let (snapshot, schema) = (view.snapshot.clone(), schema.clone());
-        tokio::task::spawn_blocking(move || {
-            dsl::compile_named(&schema, &query, now, Some(snapshot.as_ref()))
-        })
-        .await
-        .map_err(|e| Error::Internal(format!("a search task failed: {e}")))?
+        blocking(move || dsl::compile_named(&schema, &query, now, Some(snapshot.as_ref()))).await?
     };
     let (query, named) = compiled.map_err(|error| bad(error.kind, error.reason))?;
     let query = match filter {
@@ -594,12 +589,7 @@ impl Engine {
         top: usize,
         deadline: Deadline,
     ) -> Result<DocsHits> {
-        tokio::task::spawn_blocking(move || {
-            snapshot.search_documents(query.as_ref(), top, deadline)
-        })
-        .await
-        .map_err(|e| Error::Internal(format!("a search task failed: {e}")))?
-        .map_err(Error::Projection)
+        Ok(blocking(move || snapshot.search_documents(query.as_ref(), top, deadline)).await??)
     }
 
     /// What one dataset contributes to a search: its snapshot, its best `from + size` hits (in
@@ -655,7 +645,7 @@ impl Engine {
                     .map(|after| dates_after(&snapshot.table, &sort, after));
                 let snapshot = snapshot.clone();
                 let query = query.box_clone();
-                tokio::task::spawn_blocking(move || {
+                blocking(move || {
                     snapshot.search_sorted(
                         query.as_ref(),
                         &sort,
@@ -665,8 +655,7 @@ impl Engine {
                         deadline,
                     )
                 })
-                .await
-                .map_err(|e| Error::Internal(format!("a search task failed: {e}")))??
+                .await??
             }
         };
         Ok(Found {
@@ -760,10 +749,7 @@ impl Engine {
                     .collect();
                 let request = request.clone();
                 let now = chrono::Utc::now().timestamp_millis();
-                let result = tokio::task::spawn_blocking(move || aggregate(&parts, &request, now))
-                    .await
-                    .map_err(|e| Error::Internal(format!("an aggregation task failed: {e}")))?;
-                Some(result?)
+                Some(blocking(move || aggregate(&parts, &request, now)).await??)
             }
         };
         let sort = search.effective_sort();
