@@ -200,7 +200,7 @@ pub fn timestamp_of(value: &Value) -> Option<i64> {
 /// `2026-11-23`, `2026-11-23T10:15`, `2026-11-23T10:15:30`, with fractions of a second and a
 /// zone (`Z`, `+01:00`) or without (UTC). Unix milliseconds.
 pub fn parse_date(text: &str) -> Option<i64> {
-    strata_projections::table::dsl::parse_date_millis(text)
+    strata_projections::table::dates::parse_date_millis(text)
 }
 
 /// Adds `object`'s fields to `out` under `prefix`, objects flattened with dots, nulls left out.

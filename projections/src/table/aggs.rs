@@ -21,9 +21,10 @@ use tantivy::{
 use super::{
     TableSnapshot,
     dates::DateFormat,
+    dates::{date_math, parse_date_millis},
     decimal::DecimalFormat,
     docs::{DocsIndex, KEYWORD_FIELD, ROW_ID_FIELD},
-    dsl::{DslError, date_math},
+    dsl::DslError,
     text::index_error,
 };
 use crate::error::Result;
@@ -416,7 +417,7 @@ fn finish(translated: &Value, result: &mut Value) {
             };
             let (include, exclude) = (listed("include"), listed("exclude"));
             let millis = |bucket: &Value| match bucket.get("key") {
-                Some(Value::String(text)) => super::dsl::parse_date_millis(text),
+                Some(Value::String(text)) => parse_date_millis(text),
                 Some(Value::Number(n)) => n.as_f64().map(|f| f as i64),
                 _ => None,
             };
@@ -436,7 +437,7 @@ fn finish(translated: &Value, result: &mut Value) {
             }
             for bucket in buckets(result) {
                 let ms = match bucket.get("key") {
-                    Some(Value::String(text)) => super::dsl::parse_date_millis(text),
+                    Some(Value::String(text)) => parse_date_millis(text),
                     Some(Value::Number(n)) => n.as_f64().map(|f| f as i64),
                     _ => None,
                 };
@@ -814,7 +815,7 @@ fn translate_one(
                         let ms: Option<Vec<i64>> = values
                             .iter()
                             .map(|value| match value {
-                                Value::String(text) => super::dsl::parse_date_millis(text),
+                                Value::String(text) => parse_date_millis(text),
                                 Value::Number(n) => n.as_i64(),
                                 _ => None,
                             })

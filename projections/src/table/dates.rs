@@ -12,8 +12,6 @@
 use chrono::DateTime;
 use serde_json::Value;
 
-use super::dsl::parse_date_millis;
-
 /// The earliest and latest dates a document index holds (tantivy keeps nanoseconds in an i64:
 /// 1677-09-21 to 2262-04-11), in milliseconds. A record's date outside them is refused.
 pub const MIN_MILLIS: i64 = i64::MIN / 1_000_000 + 1;
@@ -212,11 +210,159 @@ impl Part {
     }
 }
 
+/// A date as Elasticsearch's default date detection sees one (`strict_date_optional_time`):
+/// `2026-11-23`, `2026-11-23T10:15`, `2026-11-23T10:15:30`, with fractions of a second and a
+/// zone (`Z`, `+01:00`) or without (UTC). Unix milliseconds. Bulk ingestion detects dates with it
+/// too, so that what is written as a date is queried as one.
+pub fn parse_date_millis(text: &str) -> Option<i64> {
+    use chrono::{DateTime, NaiveDate, NaiveDateTime};
+    let bytes = text.as_bytes();
+    // The cheap test first: most strings are not dates.
+    if bytes.len() < 10
+        || !bytes[..4].iter().all(u8::is_ascii_digit)
+        || bytes[4] != b'-'
+        || bytes[7] != b'-'
+    {
+        return None;
+    }
+    if let Ok(at) = DateTime::parse_from_rfc3339(text) {
+        return Some(at.timestamp_millis());
+    }
+    for format in ["%Y-%m-%dT%H:%M:%S%.f%:z", "%Y-%m-%dT%H:%M%:z"] {
+        if let Ok(at) = DateTime::parse_from_str(text, format) {
+            return Some(at.timestamp_millis());
+        }
+    }
+    let naive = text.strip_suffix('Z').unwrap_or(text);
+    for format in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M"] {
+        if let Ok(at) = NaiveDateTime::parse_from_str(naive, format) {
+            return Some(at.and_utc().timestamp_millis());
+        }
+    }
+    NaiveDate::parse_from_str(naive, "%Y-%m-%d")
+        .ok()
+        .and_then(|day| day.and_hms_opt(0, 0, 0))
+        .map(|at| at.and_utc().timestamp_millis())
+}
+
+/// Elasticsearch date math: an anchor (`now`, or a date followed by `||`), then operations:
+/// `+N<unit>`, `-N<unit>`, `/<unit>` (round down; up with `round_up`), units y M w d h H m s.
+pub fn date_math(text: &str, now: i64, round_up: bool) -> Option<i64> {
+    use chrono::{DateTime, Datelike, Duration, Months, TimeZone, Timelike, Utc};
+    let (anchor, mut ops) = match text.strip_prefix("now") {
+        Some(rest) => (now, rest),
+        None => match text.split_once("||") {
+            Some((date, rest)) => (parse_date_millis(date)?, rest),
+            None => return parse_date_millis(text).or_else(|| text.parse::<i64>().ok()),
+        },
+    };
+    let mut at: DateTime<Utc> = DateTime::from_timestamp_millis(anchor)?;
+    while !ops.is_empty() {
+        let op = ops.as_bytes()[0];
+        ops = &ops[1..];
+        let digits = ops.bytes().take_while(u8::is_ascii_digit).count();
+        let amount: u32 = match digits {
+            0 if op == b'/' => 0,
+            0 => 1,
+            n => ops[..n].parse().ok()?,
+        };
+        ops = &ops[digits..];
+        let unit = *ops.as_bytes().first()?;
+        ops = &ops[1..];
+        at = match op {
+            b'+' | b'-' => {
+                let sign = if op == b'+' { 1 } else { -1 };
+                match unit {
+                    b'y' => shift_months(at, sign * 12 * amount as i32)?,
+                    b'M' => shift_months(at, sign * amount as i32)?,
+                    b'w' => at + Duration::weeks(sign as i64 * amount as i64),
+                    b'd' => at + Duration::days(sign as i64 * amount as i64),
+                    b'h' | b'H' => at + Duration::hours(sign as i64 * amount as i64),
+                    b'm' => at + Duration::minutes(sign as i64 * amount as i64),
+                    b's' => at + Duration::seconds(sign as i64 * amount as i64),
+                    _ => return None,
+                }
+            }
+            b'/' => {
+                let start = match unit {
+                    b'y' => Utc.with_ymd_and_hms(at.year(), 1, 1, 0, 0, 0).single()?,
+                    b'M' => Utc
+                        .with_ymd_and_hms(at.year(), at.month(), 1, 0, 0, 0)
+                        .single()?,
+                    b'w' => {
+                        let day = at.date_naive()
+                            - Duration::days(at.weekday().num_days_from_monday() as i64);
+                        day.and_hms_opt(0, 0, 0)?.and_utc()
+                    }
+                    b'd' => at.date_naive().and_hms_opt(0, 0, 0)?.and_utc(),
+                    b'h' | b'H' => at.date_naive().and_hms_opt(at.hour(), 0, 0)?.and_utc(),
+                    b'm' => at
+                        .date_naive()
+                        .and_hms_opt(at.hour(), at.minute(), 0)?
+                        .and_utc(),
+                    b's' => at
+                        .date_naive()
+                        .and_hms_opt(at.hour(), at.minute(), at.second())?
+                        .and_utc(),
+                    _ => return None,
+                };
+                if round_up {
+                    let next = match unit {
+                        b'y' => shift_months(start, 12)?,
+                        b'M' => start.checked_add_months(Months::new(1))?,
+                        b'w' => start + Duration::weeks(1),
+                        b'd' => start + Duration::days(1),
+                        b'h' | b'H' => start + Duration::hours(1),
+                        b'm' => start + Duration::minutes(1),
+                        _ => start + Duration::seconds(1),
+                    };
+                    next - Duration::milliseconds(1)
+                } else {
+                    start
+                }
+            }
+            _ => return None,
+        };
+    }
+    Some(at.timestamp_millis())
+}
+
+fn shift_months(
+    at: chrono::DateTime<chrono::Utc>,
+    months: i32,
+) -> Option<chrono::DateTime<chrono::Utc>> {
+    use chrono::Months;
+    match months >= 0 {
+        true => at.checked_add_months(Months::new(months as u32)),
+        false => at.checked_sub_months(Months::new(months.unsigned_abs())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
+
+    const NOW: i64 = 1_795_428_000_000; // 2026-11-23T10:00:00Z
+
+    #[test]
+    fn date_math_reads_as_elasticsearch_reads_it() {
+        let hour = 3_600_000;
+        assert_eq!(date_math("now", NOW, false), Some(NOW));
+        assert_eq!(date_math("now-1h", NOW, false), Some(NOW - hour));
+        assert_eq!(date_math("now+2d", NOW, false), Some(NOW + 48 * hour));
+        assert_eq!(date_math("now/d", NOW, false), Some(NOW - 10 * hour));
+        assert_eq!(date_math("now/d", NOW, true), Some(NOW + 14 * hour - 1));
+        assert_eq!(date_math("now-1d/d", NOW, false), Some(NOW - 34 * hour));
+        assert_eq!(
+            date_math("2026-11-23||+1M", NOW, false),
+            parse_date_millis("2026-12-23")
+        );
+        assert_eq!(date_math("2026-11-23T10:00:00Z", NOW, false), Some(NOW));
+        assert_eq!(date_math("now-1x", NOW, false), None);
+        assert_eq!(date_math("yesterday", NOW, false), None);
+    }
 
     #[test]
     fn formats_read_and_print_as_elasticsearch_does() {

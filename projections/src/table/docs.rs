@@ -38,7 +38,7 @@ use tantivy::{
 use super::{
     dates::{MAX_MILLIS, MIN_MILLIS},
     rows::ROW_ID,
-    segment::row_ids,
+    rows::row_ids,
     text::{index_error, open_reader},
 };
 use crate::error::Result;
@@ -920,33 +920,6 @@ impl super::TableSnapshot {
     }
 }
 
-impl super::dsl::Vectors for super::TableSnapshot {
-    fn field(&self) -> Option<(String, usize, crate::catalog::VectorMetric)> {
-        let spec = self.index.as_ref()?.vector.as_ref()?;
-        Some((spec.column.clone(), spec.dim, spec.metric))
-    }
-
-    fn nearest(
-        &self,
-        vector: &[f32],
-        k: usize,
-        filter: Option<&dyn tantivy::query::Query>,
-    ) -> std::result::Result<Vec<(u64, f32)>, String> {
-        let allowed = match filter {
-            Some(filter) => Some(Arc::new(
-                self.matching_rows(filter).map_err(|e| e.to_string())?,
-            )),
-            None => None,
-        };
-        Ok(self
-            .knn(vector, k, &allowed)
-            .map_err(|e| e.to_string())?
-            .into_iter()
-            .map(|hit| (hit.row_id, hit.score))
-            .collect())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -955,7 +928,6 @@ mod tests {
         array::{Int64Array, StringArray, UInt64Array},
         datatypes::{Field, Schema},
     };
-    use serde_json::json;
     use tantivy::collector::{Count, DocSetCollector};
 
     use super::*;
@@ -999,7 +971,12 @@ mod tests {
             .unwrap();
         assert_eq!(all as u64, rows);
         // Every even row, by its own row id, whichever thread indexed it.
-        let even = super::super::dsl::compile(&docs, &json!({"term": {"s": "even"}}), 0).unwrap();
+        let mut term = tantivy::Term::from_field_json_path(docs.keyword, "s", true);
+        term.append_type_and_str("even");
+        let even: Box<dyn tantivy::query::Query> = Box::new(tantivy::query::TermQuery::new(
+            term,
+            tantivy::schema::IndexRecordOption::Basic,
+        ));
         let found = index
             .searcher
             .search(even.as_ref(), &DocSetCollector)

@@ -16,8 +16,9 @@ use super::{
     Flushing, MemBatch, Shared, State,
     index::{IndexSpec, SegmentIndex},
     manifest::{Manifest, SegmentEntry, bitmap_from_text, bitmap_to_text},
+    rows::row_ids,
     rows::{ROW_ID, arrow_error},
-    segment::{self, Segment, SegmentFile, TableStore, row_ids},
+    segment::{self, Segment, SegmentFile, TableStore},
 };
 use crate::error::{Error, Result};
 

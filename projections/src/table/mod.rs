@@ -52,7 +52,7 @@ use parking_lot::{Mutex, RwLock};
 use roaring::RoaringTreemap;
 use strata_log::{Envelope, PartitionId, envelope::Body};
 
-use self::segment::row_ids;
+use self::rows::row_ids;
 pub use self::{
     index::{IndexSpec, SegmentIndex, VectorSpec},
     provider::{

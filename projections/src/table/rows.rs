@@ -126,3 +126,15 @@ pub fn with_row_ids(
 pub(crate) fn arrow_error(error: arrow::error::ArrowError) -> Error {
     Error::Arrow(error.to_string())
 }
+
+/// The row ids of a batch in the table schema.
+pub(crate) fn row_ids(batch: &RecordBatch) -> Result<&UInt64Array> {
+    batch
+        .column_by_name(ROW_ID)
+        .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+        .ok_or_else(|| {
+            arrow_error(arrow::error::ArrowError::SchemaError(format!(
+                "no {ROW_ID} column"
+            )))
+        })
+}

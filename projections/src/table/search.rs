@@ -37,8 +37,8 @@ use tantivy::{
 
 use super::{
     MemBatch, Segment, TableSnapshot,
+    rows::row_ids,
     rows::{ROW_ID, arrow_error},
-    segment::row_ids,
     text::{
         CombinedStats, Memoized, ROW_ID_FIELD, SegmentText, TextSchema, TextTail, analyzer,
         index_error, tokens,

@@ -7,7 +7,7 @@ use std::sync::{
     atomic::{AtomicBool, Ordering},
 };
 
-use arrow::array::{RecordBatch, UInt64Array};
+use arrow::array::RecordBatch;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload, path::Path};
 use parquet::{
     arrow::ArrowWriter,
@@ -17,7 +17,7 @@ use parquet::{
 };
 use roaring::RoaringTreemap;
 
-use super::rows::{ROW_ID, arrow_error};
+use super::rows::ROW_ID;
 use crate::error::{Error, Result};
 
 /// Where a table's files live: an object store (the local data directory, or a bound bucket)
@@ -169,16 +169,4 @@ pub(crate) fn encode_parquet(batches: &[RecordBatch]) -> Result<Vec<u8>> {
 pub(crate) async fn put(store: &Arc<dyn ObjectStore>, path: &Path, bytes: Vec<u8>) -> Result<()> {
     store.put(path, PutPayload::from(bytes)).await?;
     Ok(())
-}
-
-/// The row ids of a batch in the table schema.
-pub(crate) fn row_ids(batch: &RecordBatch) -> Result<&UInt64Array> {
-    batch
-        .column_by_name(ROW_ID)
-        .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
-        .ok_or_else(|| {
-            arrow_error(arrow::error::ArrowError::SchemaError(format!(
-                "no {ROW_ID} column"
-            )))
-        })
 }

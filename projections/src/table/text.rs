@@ -30,7 +30,7 @@ use tantivy::{
     tokenizer::{LowerCaser, RemoveLongFilter, SimpleTokenizer, TextAnalyzer, TokenStream},
 };
 
-use super::segment::row_ids;
+use super::rows::row_ids;
 use crate::{
     catalog::TableDef,
     error::{Error, Result},

@@ -17,7 +17,7 @@ use std::{
 use arrow::array::{Array, AsArray, RecordBatch};
 use hnsw_rs::prelude::{AnnT, Distance, Hnsw, HnswIo};
 
-use super::segment::row_ids;
+use super::rows::row_ids;
 use crate::{
     catalog::VectorMetric,
     error::{Error, Result},

@@ -226,7 +226,7 @@ fn dates_after(
             {
                 let ms = match formats.get(field) {
                     Some(format) => format.read(&json!(text)),
-                    None => dsl::parse_date_millis(text),
+                    None => strata_projections::table::dates::parse_date_millis(text),
                 };
                 match ms {
                     Some(ms) => Some(SortValue::Number(ms as f64)),

@@ -68,6 +68,34 @@ fn invalid(kind: &str, field: &str, reason: String) -> DslError {
     parsing(format!("[{kind}] on [{field}]: {reason}"))
 }
 
+/// A dataset's vectors, as its snapshot holds them.
+impl Vectors for crate::table::TableSnapshot {
+    fn field(&self) -> Option<(String, usize, crate::catalog::VectorMetric)> {
+        let spec = self.index.as_ref()?.vector.as_ref()?;
+        Some((spec.column.clone(), spec.dim, spec.metric))
+    }
+
+    fn nearest(
+        &self,
+        vector: &[f32],
+        k: usize,
+        filter: Option<&dyn tantivy::query::Query>,
+    ) -> std::result::Result<Vec<(u64, f32)>, String> {
+        let allowed = match filter {
+            Some(filter) => Some(Arc::new(
+                self.matching_rows(filter).map_err(|e| e.to_string())?,
+            )),
+            None => None,
+        };
+        Ok(self
+            .knn(vector, k, &allowed)
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|hit| (hit.row_id, hit.score))
+            .collect())
+    }
+}
+
 impl Compiler<'_> {
     /// Values of the number `path` between `low` and `high`, inclusive.
     fn number_between(&self, path: &str, low: f64, high: f64) -> Box<dyn Query> {
