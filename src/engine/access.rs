@@ -25,16 +25,13 @@ use serde_json::{Map, Value, json};
 use strata_projections::{
     catalog::{CatalogState, TableDef},
     schema::ColumnType,
-    table::{
-        TableSnapshot,
-        docs::DocsSchema,
-        dsl::{self, DslQuery},
-    },
+    table::{TableSnapshot, docs::DocsSchema},
 };
 
 use super::{
     Action, Engine, ID_FIELD, PlatformPrincipal, TIMESTAMP_FIELD,
     aliases::{self, Searched},
+    query_dsl::compile::{self as dsl, DslQuery},
 };
 use crate::{
     error::{Error, Result},

@@ -195,7 +195,7 @@ fn check_filter(filter: &Value) -> Result<String> {
     }
     let schema = strata_projections::table::docs::DocsSchema::new();
     let now = chrono::Utc::now().timestamp_millis();
-    strata_projections::table::dsl::compile(&schema, filter, now).map_err(|error| {
+    super::query_dsl::compile::compile(&schema, filter, now).map_err(|error| {
         Error::BadRequest(format!(
             "[{}] failed to parse filter for alias: {}",
             error.kind, error.reason

@@ -435,7 +435,7 @@ impl DocsIndex {
 impl super::TableSnapshot {
     /// Calls `run` with every document index of the snapshot (each segment's, then each
     /// memtable batch's) and the row ids deleted from it.
-    pub(crate) fn each_docs_index(
+    pub fn each_docs_index(
         &self,
         run: &mut impl FnMut(&DocsIndex, Arc<roaring::RoaringTreemap>) -> Result<()>,
     ) -> Result<()> {

@@ -17,12 +17,10 @@
 //!
 //! Readers get an immutable [`TableSnapshot`]; [`TableScan`] exposes one to DataFusion.
 
-pub mod aggs;
 pub mod dates;
 pub mod decimal;
 pub mod digest;
 pub mod docs;
-pub mod dsl;
 pub mod filtered;
 pub mod geo;
 mod index;

@@ -6,13 +6,12 @@
 use std::{ops::Bound, sync::Arc};
 
 use serde_json::{Map, Value, json};
-use strata_projections::table::{
-    TableSnapshot, aggs, docs,
-    dsl::{self, DslQuery},
-    ip,
-};
+use strata_projections::table::{TableSnapshot, docs, ip};
 
-use super::bad;
+use super::{
+    aggs, bad,
+    compile::{self as dsl, DslQuery},
+};
 use crate::error::{Error, Result};
 
 /// One searched dataset's part of the aggregations: its snapshot, its document index schema
@@ -49,7 +48,7 @@ impl aggs::Fields for DatasetFields<'_> {
         self.0
             .iter()
             .filter(|part| part.docs.path(field) != docs::UNMAPPED_PATH)
-            .filter_map(|part| part.snapshot.date_bounds(field).ok().flatten())
+            .filter_map(|part| aggs::date_bounds(&part.snapshot, field).ok().flatten())
             .reduce(|(a, b), (c, d)| (a.min(c), b.max(d)))
     }
 
@@ -113,9 +112,13 @@ pub(super) fn aggregate(parts: &[Part], request: &Value, now: i64) -> Result<Val
                 .map_err(|error| bad(error.kind, error.reason))?;
             let mut partial = aggs::Partial::default();
             for part in parts {
-                part.snapshot
-                    .aggregate_into(part.query.as_ref(), &translated, &mut partial)
-                    .map_err(index_error)?;
+                aggs::aggregate_into(
+                    &part.snapshot,
+                    part.query.as_ref(),
+                    &translated,
+                    &mut partial,
+                )
+                .map_err(index_error)?;
             }
             translated.finish(partial).map_err(index_error)?
         }

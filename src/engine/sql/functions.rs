@@ -19,11 +19,12 @@ use datafusion::{
 };
 use strata_projections::{
     schema::geo_point_fields,
-    table::{TableSnapshot, dsl, geo},
+    table::{TableSnapshot, geo},
 };
 
 use super::masks;
 use crate::engine::access::{DatasetView, FieldPolicy};
+use crate::engine::query_dsl::compile as dsl;
 
 /// `ST_POINT(lon, lat)`: a point, as a `geo_point` column holds one (x first, as in WKT).
 #[derive(Debug, PartialEq, Eq, Hash)]

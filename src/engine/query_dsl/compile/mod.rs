@@ -23,9 +23,10 @@ use tantivy::{
     tokenizer::TokenizerManager,
 };
 
-use super::{
-    dates::{date_math, parse_date_millis},
+use strata_projections::table::{
+    dates::{self, date_math, parse_date_millis},
     docs::{ALL_FIELD, DocsSchema, KEYWORD_FIELD, TEXT_FIELD, UNMAPPED_PATH},
+    ip, text,
 };
 
 mod simple;
@@ -225,7 +226,7 @@ impl Compiler<'_> {
         let bound = |b: Bound<u128>| {
             b.map(|n| {
                 let mut term = Term::from_field_json_path(self.schema.ip, path, true);
-                term.append_type_and_str(&super::ip::sortable(n));
+                term.append_type_and_str(&ip::sortable(n));
                 term
             })
         };
@@ -274,9 +275,9 @@ impl Compiler<'_> {
             alternatives.push(self.date_range(path, Bound::Included(ms), Bound::Included(ms)));
         }
         // An IP address, or a CIDR block of them.
-        let addresses = super::ip::number(&text)
+        let addresses = ip::number(&text)
             .map(|n| (n, n))
-            .or_else(|| super::ip::block(&text));
+            .or_else(|| ip::block(&text));
         if let Some((lo, hi)) = addresses {
             alternatives.push(self.ip_range(path, Bound::Included(lo), Bound::Included(hi)));
         }
@@ -464,7 +465,7 @@ impl Compiler<'_> {
             b.map(|ms| {
                 let mut term = self.keyword_term(path);
                 // A bound past what an index holds is its end.
-                let ms = ms.clamp(super::dates::MIN_MILLIS, super::dates::MAX_MILLIS);
+                let ms = ms.clamp(dates::MIN_MILLIS, dates::MAX_MILLIS);
                 term.append_type_and_fast_value(DateTime::from_timestamp_millis(ms));
                 term
             })
@@ -523,7 +524,7 @@ impl Compiler<'_> {
         // As dates (in the query's `format`, or milliseconds, date strings, date math).
         let format = match spec.get("format").and_then(Value::as_str) {
             Some(text) => Some(
-                super::dates::DateFormat::parse(text)
+                dates::DateFormat::parse(text)
                     .map_err(|reason| parsing(format!("[range] [format]: {reason}")))?,
             ),
             None => None,
@@ -540,7 +541,7 @@ impl Compiler<'_> {
             alternatives.push(self.date_range(path, lo, hi));
         }
         // As IP addresses.
-        let address = |v: &Value| v.as_str().and_then(super::ip::number);
+        let address = |v: &Value| v.as_str().and_then(ip::number);
         if let (Some(lo), Some(hi)) = (convert(&lower, address), convert(&upper, address)) {
             alternatives.push(self.ip_range(path, lo, hi));
         }
@@ -954,7 +955,7 @@ fn is_and(operator: Option<&Value>) -> bool {
 }
 
 fn analyze(text: &str) -> Vec<String> {
-    super::text::tokens(&mut super::text::analyzer(), text)
+    text::tokens(&mut text::analyzer(), text)
 }
 
 /// The words of `text` as a query's `analyzer` makes them: the standard analyzer's (the one

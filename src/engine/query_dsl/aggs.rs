@@ -18,16 +18,23 @@ use tantivy::{
     tokenizer::TokenizerManager,
 };
 
-use super::{
-    TableSnapshot,
-    dates::DateFormat,
-    dates::{date_math, parse_date_millis},
-    decimal::DecimalFormat,
-    docs::{DocsIndex, KEYWORD_FIELD, ROW_ID_FIELD},
-    dsl::DslError,
-    text::index_error,
+use strata_projections::{
+    Error, Result,
+    table::{
+        TableSnapshot,
+        dates::DateFormat,
+        dates::{date_math, parse_date_millis},
+        decimal::DecimalFormat,
+        docs::{DocsIndex, KEYWORD_FIELD, ROW_ID_FIELD},
+    },
 };
-use crate::error::Result;
+
+use super::compile::DslError;
+
+/// A failure of the document index, or of an aggregation tantivy refuses.
+fn index_error(error: impl std::fmt::Display) -> Error {
+    Error::Index(error.to_string())
+}
 
 /// Where a translated aggregation keeps its `meta` until the answer echoes it.
 const META_MARKER: &str = "strata_meta";
@@ -916,65 +923,63 @@ impl Request {
     }
 }
 
-impl TableSnapshot {
-    /// The earliest and latest values of the date `field` in the snapshot's document indexes
-    /// (Unix milliseconds; deleted records may widen them), if it has any.
-    pub fn date_bounds(&self, field: &str) -> Result<Option<(i64, i64)>> {
-        use tantivy::columnar::ColumnValues;
-        let name = format!("{KEYWORD_FIELD}.{field}");
-        let mut bounds: Option<(i64, i64)> = None;
-        self.each_docs_index(&mut |index: &DocsIndex, _| -> Result<()> {
-            for reader in index.searcher.segment_readers() {
-                let column = reader
-                    .fast_fields()
-                    .column_opt::<tantivy::DateTime>(&name)
-                    .map_err(index_error)?;
-                let Some(column) = column.filter(|c| c.values.num_vals() > 0) else {
-                    continue;
-                };
-                let (low, high) = (
-                    column.min_value().into_timestamp_millis(),
-                    column.max_value().into_timestamp_millis(),
-                );
-                bounds = Some(match bounds {
-                    None => (low, high),
-                    Some((a, b)) => (a.min(low), b.max(high)),
-                });
-            }
-            Ok(())
-        })?;
-        Ok(bounds)
-    }
-
-    /// Runs `request` over the live records `query` matches, adding to `partial`.
-    pub fn aggregate_into(
-        &self,
-        query: &dyn tantivy::query::Query,
-        request: &Request,
-        partial: &mut Partial,
-    ) -> Result<()> {
-        let aggs = &request.aggregations;
-        let mut run = |index: &DocsIndex, deleted: Arc<roaring::RoaringTreemap>| -> Result<()> {
-            let collector = FilterCollector::new(
-                ROW_ID_FIELD.to_owned(),
-                move |id: u64| !deleted.contains(id),
-                DistributedAggregationCollector::from_aggs(
-                    aggs.clone(),
-                    AggContextParams::new(limits(), TokenizerManager::default()),
-                ),
-            );
-            let part = index
-                .searcher
-                .search(query, &collector)
+/// The earliest and latest values of the date `field` in `snapshot`'s document indexes
+/// (Unix milliseconds; deleted records may widen them), if it has any.
+pub fn date_bounds(snapshot: &TableSnapshot, field: &str) -> Result<Option<(i64, i64)>> {
+    use tantivy::columnar::ColumnValues;
+    let name = format!("{KEYWORD_FIELD}.{field}");
+    let mut bounds: Option<(i64, i64)> = None;
+    snapshot.each_docs_index(&mut |index: &DocsIndex, _| -> Result<()> {
+        for reader in index.searcher.segment_readers() {
+            let column = reader
+                .fast_fields()
+                .column_opt::<tantivy::DateTime>(&name)
                 .map_err(index_error)?;
-            match partial.0.as_mut() {
-                Some(merged) => merged.merge_fruits(part).map_err(index_error)?,
-                None => partial.0 = Some(part),
-            }
-            Ok(())
-        };
-        self.each_docs_index(&mut run)
-    }
+            let Some(column) = column.filter(|c| c.values.num_vals() > 0) else {
+                continue;
+            };
+            let (low, high) = (
+                column.min_value().into_timestamp_millis(),
+                column.max_value().into_timestamp_millis(),
+            );
+            bounds = Some(match bounds {
+                None => (low, high),
+                Some((a, b)) => (a.min(low), b.max(high)),
+            });
+        }
+        Ok(())
+    })?;
+    Ok(bounds)
+}
+
+/// Runs `request` over the live records `query` matches, adding to `partial`.
+pub fn aggregate_into(
+    snapshot: &TableSnapshot,
+    query: &dyn tantivy::query::Query,
+    request: &Request,
+    partial: &mut Partial,
+) -> Result<()> {
+    let aggs = &request.aggregations;
+    let mut run = |index: &DocsIndex, deleted: Arc<roaring::RoaringTreemap>| -> Result<()> {
+        let collector = FilterCollector::new(
+            ROW_ID_FIELD.to_owned(),
+            move |id: u64| !deleted.contains(id),
+            DistributedAggregationCollector::from_aggs(
+                aggs.clone(),
+                AggContextParams::new(limits(), TokenizerManager::default()),
+            ),
+        );
+        let part = index
+            .searcher
+            .search(query, &collector)
+            .map_err(index_error)?;
+        match partial.0.as_mut() {
+            Some(merged) => merged.merge_fruits(part).map_err(index_error)?,
+            None => partial.0 = Some(part),
+        }
+        Ok(())
+    };
+    snapshot.each_docs_index(&mut run)
 }
 
 #[cfg(test)]

@@ -10,15 +10,17 @@ use tantivy::{
     query::{AllQuery, BooleanQuery, ConstScoreQuery, EmptyQuery, Query, RangeQuery},
 };
 
-use super::{Compiled, Compiler, DslError, parsing};
-use crate::{
+use strata_projections::{
     catalog::VectorMetric,
     table::{
-        docs::{KEYWORD_FIELD, ROW_ID_FIELD},
+        TableSnapshot,
+        docs::{KEYWORD_FIELD, ROW_ID_FIELD, UNMAPPED_PATH},
         filtered::{DocTest, Filtered, SegmentTest},
         geo::{self, GeoBox, Point},
     },
 };
+
+use super::{Compiled, Compiler, DslError, parsing};
 
 /// What a `knn` query needs of the dataset it runs on.
 pub trait Vectors {
@@ -69,8 +71,8 @@ fn invalid(kind: &str, field: &str, reason: String) -> DslError {
 }
 
 /// A dataset's vectors, as its snapshot holds them.
-impl Vectors for crate::table::TableSnapshot {
-    fn field(&self) -> Option<(String, usize, crate::catalog::VectorMetric)> {
+impl Vectors for TableSnapshot {
+    fn field(&self) -> Option<(String, usize, VectorMetric)> {
         let spec = self.index.as_ref()?.vector.as_ref()?;
         Some((spec.column.clone(), spec.dim, spec.metric))
     }
@@ -192,7 +194,7 @@ impl Compiler<'_> {
             .vectors
             .ok_or_else(|| parsing("[knn] queries are not allowed here"))?;
         // A vector field the reader may not search finds nothing.
-        if self.schema.path(field) == super::UNMAPPED_PATH {
+        if self.schema.path(field) == UNMAPPED_PATH {
             return Ok(Box::new(EmptyQuery));
         }
         let Some((vector_field, dim, metric)) = vectors.field() else {
