@@ -4,37 +4,29 @@
 //! the runtimes of active databases (the leader and projection of each catalog). Every operation
 //! is one method here; HTTP handlers and admin commands only parse, call, and render.
 //!
-//! - [`control`]: accounts, API keys, authentication, databases.
-//! - [`catalog`]: tables of a database.
-//! - [`table`]: rows of tables, and read-only SQL.
-//! - [`purge`]: the background purge of deleted databases.
-//! - [`changes`]: change streams over a database's partitions.
-//! - [`placement`]: which node of a cluster serves what.
-//! - [`users`]: platform users, request signatures, authorization.
-//! - [`access`]: the one door of platform reads and writes of datasets, with the caller's grant.
-//! - [`datasets`] and [`ingest`]: platform datasets, and the records written to them.
+//! The node core, in this folder: [`control`] (accounts, API keys, authentication, databases),
+//! [`leader`] (the leader of a partition), [`registry`] (active databases), [`tables`] (active
+//! tables, how catalog changes begin), [`quota`], [`purge`] (deleted databases), [`recovery`],
+//! [`placement`] (which node of a cluster serves what). On it, the two API surfaces:
+//! [`data_plane`] (/v1: tables, rows, searches, change streams) and [`platform`] (signed users,
+//! the access layer, datasets, bulk, the Query DSL, SQL and PromQL).
 
-mod access;
-mod aliases;
-mod catalog;
-mod changes;
 mod control;
-mod datasets;
-mod ingest;
+mod data_plane;
 mod leader;
-mod mappings;
 mod placement;
-pub mod promql;
+mod platform;
 mod purge;
-mod query_dsl;
 mod quota;
 mod recovery;
 mod registry;
-mod samples;
-pub mod search;
-mod sql;
-mod table;
-mod users;
+mod tables;
+
+// The two API surfaces' modules, by their names (the node core above uses them too).
+pub use data_plane::search;
+use data_plane::{catalog, changes, table};
+pub use platform::promql;
+use platform::{access, aliases, datasets, ingest, query_dsl, samples, sql, users};
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
@@ -64,7 +56,8 @@ pub use self::{
     registry::DatabaseGuard,
     samples::SampleRow,
     sql::{SqlOutcome, TimeBounds, type_name as sql_type_name},
-    table::{RowCount, TableRuntime},
+    table::RowCount,
+    tables::TableRuntime,
     users::{Action, PlatformPrincipal, RootCredentials},
 };
 use crate::{

@@ -21,7 +21,7 @@ use strata_projections::{
     },
 };
 
-use super::{Engine, Principal};
+use crate::engine::{Engine, Principal};
 use crate::{
     error::{Error, Result},
     query,

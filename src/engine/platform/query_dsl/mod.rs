@@ -34,8 +34,8 @@ pub use request::SearchOptions;
 use request::{Search, dates_after};
 pub use result::{Aggregation, Aggregations, Bucket, Hit, SearchResult, TotalHits};
 
-use super::access::FieldPolicy;
-use super::{
+use crate::engine::access::FieldPolicy;
+use crate::engine::{
     Action, Engine, PlatformPrincipal,
     access::{DatasetView, Target},
     aliases, blocking,
@@ -106,7 +106,7 @@ async fn matched_queries(
 
 /// The document index schema of dataset `view` as its reader may search it; a metrics
 /// dataset has none.
-pub(super) fn searchable(view: &DatasetView) -> Result<DocsSchema> {
+pub(in crate::engine) fn searchable(view: &DatasetView) -> Result<DocsSchema> {
     let name = &view.name;
     if view.def.metrics {
         return Err(Error::BadRequest(format!(
@@ -119,7 +119,7 @@ pub(super) fn searchable(view: &DatasetView) -> Result<DocsSchema> {
 
 /// `query` compiled for dataset `view`, limited to the records its reader may see: the
 /// compiled query, its named parts, and the schema it was compiled with.
-pub(super) async fn prepare(
+pub(in crate::engine) async fn prepare(
     view: &DatasetView,
     query: &Value,
 ) -> Result<(DslQuery, dsl::NamedQueries, DocsSchema)> {

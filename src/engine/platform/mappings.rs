@@ -15,7 +15,7 @@ use strata_log::{
 };
 use strata_projections::catalog::{DeclaredField, TableDef};
 
-use super::{Action, Engine, Origin, PlatformPrincipal, access::Target};
+use crate::engine::{Action, Engine, Origin, PlatformPrincipal, access::Target};
 use crate::{
     documents::mapping::{self, Declared},
     error::{Error, Result},
@@ -125,7 +125,7 @@ impl Engine {
             let (runtime, def) = self.dataset(&principal.account, &target.name).await?;
             let mut permit = self
                 .catalog_permit(&runtime, self.write_wait(), || {
-                    super::datasets::busy(&principal.account)
+                    crate::engine::datasets::busy(&principal.account)
                 })
                 .await?;
             let Some(current) = permit

@@ -28,7 +28,7 @@ use strata_projections::{
     table::{TableSnapshot, docs::DocsSchema},
 };
 
-use super::{
+use crate::engine::{
     Action, Engine, ID_FIELD, PlatformPrincipal, TIMESTAMP_FIELD,
     aliases::{self, Searched},
     query_dsl::compile::{self as dsl, DslQuery},
@@ -404,7 +404,8 @@ impl DatasetView {
             return Ok(None);
         };
         let snapshot = self.snapshot.clone();
-        let rows = super::blocking(move || snapshot.matching_rows(filter.as_ref())).await??;
+        let rows =
+            crate::engine::blocking(move || snapshot.matching_rows(filter.as_ref())).await??;
         Ok(Some(Arc::new(rows)))
     }
 
@@ -571,7 +572,7 @@ fn visible_def(def: &Arc<TableDef>, fields: &FieldPolicy) -> Arc<TableDef> {
 }
 
 /// A dataset a read reaches, as its reader sees it, before its snapshot is taken.
-pub(super) struct Seen {
+pub(in crate::engine) struct Seen {
     pub name: String,
     pub def: Arc<TableDef>,
     pub filter: Option<Value>,
@@ -652,7 +653,7 @@ impl Engine {
     /// metadata read), a snapshot of each, and how `principal` sees each. A dataset a wildcard
     /// reaches that the principal may not read is left out; one it names is a 403. A name of
     /// no dataset or alias is a 404, unless `ignore_unavailable`.
-    pub(super) async fn read(
+    pub(in crate::engine) async fn read(
         &self,
         principal: &PlatformPrincipal,
         action: Action,
@@ -680,7 +681,7 @@ impl Engine {
 
     /// What a metadata read of `target` reaches: the definitions of its datasets, without the
     /// fields the principal may not see (see [`Engine::read`]).
-    pub(super) async fn metadata(
+    pub(in crate::engine) async fn metadata(
         &self,
         principal: &PlatformPrincipal,
         target: Target<'_>,
@@ -697,7 +698,7 @@ impl Engine {
 
     /// The datasets `target` reaches for `action`, as `principal` sees each (see
     /// [`Engine::read`]), without their snapshots.
-    pub(super) async fn reach(
+    pub(in crate::engine) async fn reach(
         &self,
         principal: &PlatformPrincipal,
         action: Action,
@@ -739,7 +740,7 @@ impl Engine {
     }
 
     /// One dataset, read by its own name, as `principal` sees it.
-    pub(super) async fn read_one(
+    pub(in crate::engine) async fn read_one(
         &self,
         principal: &PlatformPrincipal,
         action: Action,
@@ -760,7 +761,11 @@ impl Engine {
     }
 
     /// The one door of platform writes: may `principal` write records to dataset `name`?
-    pub(super) fn authorize_write(&self, principal: &PlatformPrincipal, name: &str) -> Result<()> {
+    pub(in crate::engine) fn authorize_write(
+        &self,
+        principal: &PlatformPrincipal,
+        name: &str,
+    ) -> Result<()> {
         self.authorize(principal, Action::RecordWrite, name)
     }
 }

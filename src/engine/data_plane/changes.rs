@@ -25,7 +25,7 @@ use tokio::{
     task::JoinSet,
 };
 
-use super::{Engine, Principal};
+use crate::engine::{Engine, Principal};
 use crate::{
     error::{Error, Result},
     names,

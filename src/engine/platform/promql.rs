@@ -14,7 +14,7 @@ use strata_projections::table::{
     series::{LabelSet, Point, SeriesMeta, SeriesSet, series_id},
 };
 
-use super::{
+use crate::engine::{
     Action, Engine, PlatformPrincipal,
     access::{FieldPolicy, LabelFilter, Target},
     blocking,

@@ -30,7 +30,7 @@ use strata_projections::{
     table::{TableSnapshot, rows as table_rows},
 };
 
-use super::{
+use crate::engine::{
     Action, DatabaseGuard, Engine, Origin, PlatformPrincipal, TableRuntime, aliases,
     datasets::{Kind, check_name},
     leader::Permit,
@@ -75,13 +75,13 @@ pub struct BulkItem {
 }
 
 /// What became of one operation of a dataset's: its `_id`, its outcome, and an update's `get`.
-pub(super) type Applied = (String, Outcome, Option<serde_json::Value>);
+pub(in crate::engine) type Applied = (String, Outcome, Option<serde_json::Value>);
 
 /// How a request applied all at once, or not at all (an SQL statement), takes its
 /// operations' failures: every failure refuses it, but for a create of a record that exists
 /// when `conflicts_skip` (`ON CONFLICT DO NOTHING`).
 #[derive(Clone, Copy, Debug)]
-pub(super) struct AllOrNothing {
+pub(in crate::engine) struct AllOrNothing {
     pub conflicts_skip: bool,
 }
 
@@ -247,7 +247,7 @@ impl Engine {
 
     /// Applies `operations` on dataset `name` all at once, or none of them (see
     /// [`AllOrNothing`]): what became of each.
-    pub(super) async fn bulk_all_or_nothing(
+    pub(in crate::engine) async fn bulk_all_or_nothing(
         &self,
         principal: &PlatformPrincipal,
         name: &str,
@@ -573,7 +573,7 @@ fn holds_metrics(name: &str) -> Error {
 /// The permit of dataset `name`'s leader, waiting at most [`BULK_WAIT`] for writes in flight;
 /// `None` when the leader could not take the partition because another took it at the same
 /// moment (on this node: a runtime with grown columns replacing `table`): plan again.
-pub(super) async fn dataset_permit<'a>(
+pub(in crate::engine) async fn dataset_permit<'a>(
     table: &'a TableRuntime,
     name: &str,
 ) -> Result<Option<Permit<'a, Arc<TableSnapshot>>>> {
@@ -636,7 +636,7 @@ impl Engine {
                 "dataset {name:?} holds metrics, not documents: a query cannot select its samples"
             )));
         }
-        let (compiled, ..) = super::query_dsl::prepare(&view, query).await?;
+        let (compiled, ..) = crate::engine::query_dsl::prepare(&view, query).await?;
         let deadline = tokio::time::Instant::now() + BULK_WAIT;
         while tokio::time::Instant::now() < deadline {
             let table = self.table_runtime(&runtime, &def).await?;
@@ -648,7 +648,7 @@ impl Engine {
             let mut matched = {
                 let snapshot = snapshot.clone();
                 let compiled = compiled.box_clone();
-                super::blocking(move || snapshot.matching_rows(compiled.as_ref())).await??
+                crate::engine::blocking(move || snapshot.matching_rows(compiled.as_ref())).await??
             };
             if let Some(max) = limits.max_docs
                 && matched.len() > max

@@ -5,69 +5,27 @@
 //! row ids an update or delete predicate matches (evaluated with DataFusion over the leader's
 //! snapshot, which holds every write before it). Replay never evaluates a predicate.
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use serde::Serialize;
 use strata_log::{
-    PartitionId,
     envelope::Body,
     event::{RowsAppended, RowsDeleted, RowsUpdated},
 };
 use strata_projections::{
-    Projector,
     catalog::TableDef,
-    table::{TableHandle, TableOptions, TableProjection, TableSnapshot, TableStore, rows},
+    table::{TableSnapshot, rows},
 };
 
-use super::{
-    DatabaseRuntime, Engine, Origin, Principal,
-    leader::{Leader, Permit},
-    quota::Counts,
+use crate::engine::{
+    DatabaseRuntime, Engine, Origin, Principal, TableRuntime, leader::Permit, quota::Counts,
 };
 use crate::{
     error::{Error, Result},
     query::{self, QueryResult},
     rows::RowsBody,
 };
-
-/// The live parts of one active table.
-pub struct TableRuntime {
-    pub def: Arc<TableDef>,
-    pub(super) leader: Leader<Arc<TableSnapshot>>,
-    handle: TableHandle,
-    maintenance: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for TableRuntime {
-    fn drop(&mut self) {
-        self.maintenance.abort();
-    }
-}
-
-impl TableRuntime {
-    pub fn snapshot(&self) -> Arc<TableSnapshot> {
-        self.leader.snapshot()
-    }
-
-    pub fn handle(&self) -> &TableHandle {
-        &self.handle
-    }
-
-    /// Whether a runtime opened with a newer definition (the table's columns grew) replaced
-    /// this one: its leader hands out no more permits, and a write that held one retries.
-    pub(super) fn retired(&self) -> bool {
-        self.leader.is_retired()
-    }
-
-    /// The table's partition and the next offset its projection will apply.
-    pub(super) fn progress(&self) -> (PartitionId, u64) {
-        (
-            self.leader.partition().clone(),
-            self.leader.projector().checkpoint().next_offset,
-        )
-    }
-}
 
 /// The answer of update and delete.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -80,141 +38,14 @@ pub struct RowCount {
     pub n_not_found: u64,
 }
 
-/// How often each active table checks whether its memtable is due a flush.
-const MAINTENANCE_EVERY: Duration = Duration::from_secs(1);
-
 impl Engine {
-    fn table_options(&self) -> TableOptions {
-        let t = &self.config.tables;
-        TableOptions {
-            flush_rows: t.flush_rows,
-            flush_bytes: t.flush_bytes,
-            flush_age: Duration::from_millis(t.flush_age_ms),
-            memtable_batches: t.memtable_batches,
-            compact_min_segments: t.compact_min_segments,
-            small_segment_rows: t.small_segment_rows,
-            vectors: strata_projections::table::vector::VectorOptions {
-                graph_min_rows: t.vector_graph_min_rows,
-                max_connections: t.hnsw_m,
-                ef_construction: t.hnsw_ef_construction,
-                ef_search: t.hnsw_ef_search,
-            },
-        }
-    }
-
-    /// The runtime of a table of an active database, activating it on first use.
-    ///
-    /// A runtime opened with an older definition of the table (a dataset whose columns have
-    /// grown since) is retired and replaced: the new one opens, after the old one's flushes
-    /// and compactions end, with the catalog's current definition, and reads everything
-    /// written before in its schema.
-    pub(super) async fn table_runtime(
-        &self,
-        database: &DatabaseRuntime,
-        def: &Arc<TableDef>,
-    ) -> Result<Arc<TableRuntime>> {
-        let current = database
-            .catalog
-            .snapshot()
-            .tables
-            .get(&def.name)
-            .filter(|t| t.id == def.id)
-            .cloned()
-            .unwrap_or_else(|| def.clone());
-        let cell = {
-            let mut tables = database.tables.lock();
-            let cell = tables.entry(def.id.clone()).or_default();
-            // Columns that grew, or fields a mapping declared since: a runtime with the new
-            // definition.
-            if let Some(old) = cell.get().filter(|old| old.def != current) {
-                old.leader.retire();
-                database.retiring.lock().insert(def.id.clone(), old.clone());
-                *cell = Arc::default();
-            }
-            cell.clone()
-        };
-        let runtime = cell
-            .get_or_try_init(|| async {
-                let old = database.retiring.lock().remove(&def.id);
-                if let Some(old) = old {
-                    old.handle().close().await;
-                    tracing::debug!(table = %def.name, "table reopened with its grown columns");
-                }
-                self.activate_table(database, &current).await
-            })
-            .await?
-            .clone();
-        Ok(runtime)
-    }
-
-    async fn activate_table(
-        &self,
-        database: &DatabaseRuntime,
-        def: &Arc<TableDef>,
-    ) -> Result<Arc<TableRuntime>> {
-        let partition = PartitionId::table(&database.account, &database.name, &def.name);
-        let store = TableStore {
-            store: database.store.clone(),
-            url: database.url.clone(),
-            prefix: database.root.clone().join(def.id.as_str()),
-            index_dir: self.index_dir(&database.id, &def.id),
-        };
-        let (projection, handle) =
-            TableProjection::open(def.clone(), partition, store, self.table_options()).await?;
-        let projector = Projector::start(self.log.clone(), projection).await?;
-        let maintenance = {
-            let handle = handle.clone();
-            let table = def.name.clone();
-            let refresher = projector.refresher();
-            tokio::spawn(async move {
-                let mut every = tokio::time::interval(MAINTENANCE_EVERY);
-                loop {
-                    every.tick().await;
-                    if let Err(error) = handle.maintain().await {
-                        tracing::warn!(%table, %error, "table maintenance failed");
-                    }
-                    // A flush or compaction since the last event published a new layout:
-                    // readers get it now, not at the next write, and the segments it replaced
-                    // go once their last reader does.
-                    if !Arc::ptr_eq(&refresher.published(), &handle.snapshot()) {
-                        refresher.refresh(|| handle.snapshot());
-                    }
-                }
-            })
-        };
-        tracing::debug!(database = %database.name, table = %def.name, "table activated");
-        Ok(Arc::new(TableRuntime {
-            def: def.clone(),
-            leader: Leader::new(
-                self.log.clone(),
-                projector,
-                self.config.cluster.node_id.clone(),
-                Duration::from_millis(self.config.debug.hold_write_permit_ms),
-                self.metrics.clone(),
-            ),
-            handle,
-            maintenance,
-        }))
-    }
-
-    /// The local directory of a table's segment indexes: `<data_dir>/indexes/<database id>/<table id>`
-    /// (of every table of a database when `table` is empty).
-    pub(super) fn index_dir(&self, database_id: &str, table_id: &str) -> std::path::PathBuf {
-        let dir = self.config.data_dir.join("indexes").join(database_id);
-        if table_id.is_empty() {
-            dir
-        } else {
-            dir.join(table_id)
-        }
-    }
-
     /// The active database and the definition of one of its tables.
-    pub(super) async fn table_of(
+    pub(in crate::engine) async fn table_of(
         &self,
         principal: &Principal,
         database: &str,
         table: &str,
-    ) -> Result<(super::DatabaseGuard, Arc<TableDef>)> {
+    ) -> Result<(crate::engine::DatabaseGuard, Arc<TableDef>)> {
         let database = self.ready_database(principal, database)?;
         crate::names::check_table(table)?;
         let runtime = self.runtime(&database).await?;

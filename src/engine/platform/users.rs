@@ -11,7 +11,7 @@ use strata_log::{envelope::Body, event::UserCreated};
 
 use std::sync::Arc;
 
-use super::{Engine, Origin, access::Grant};
+use crate::engine::{Engine, Origin, access::Grant};
 use crate::{
     error::{Error, Result},
     sigv4,

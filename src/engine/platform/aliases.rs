@@ -20,7 +20,7 @@ use strata_log::{
 };
 use strata_projections::catalog::{AliasTarget, CatalogState, WriteIndex};
 
-use super::{Action, Engine, Origin, PlatformPrincipal, datasets::check_name};
+use crate::engine::{Action, Engine, Origin, PlatformPrincipal, datasets::check_name};
 use crate::error::{Error, Result};
 use crate::keys::pattern_matches;
 
@@ -195,7 +195,7 @@ fn check_filter(filter: &Value) -> Result<String> {
     }
     let schema = strata_projections::table::docs::DocsSchema::new();
     let now = chrono::Utc::now().timestamp_millis();
-    super::query_dsl::compile::compile(&schema, filter, now).map_err(|error| {
+    crate::engine::query_dsl::compile::compile(&schema, filter, now).map_err(|error| {
         Error::BadRequest(format!(
             "[{}] failed to parse filter for alias: {}",
             error.kind, error.reason
@@ -460,7 +460,7 @@ pub fn listing(
 
 impl Engine {
     /// The catalog of the account's datasets; `None` before its first dataset.
-    pub(super) async fn datasets_catalog(
+    pub(in crate::engine) async fn datasets_catalog(
         &self,
         account: &str,
     ) -> Result<Option<std::sync::Arc<CatalogState>>> {
@@ -507,7 +507,7 @@ impl Engine {
         let runtime = self.runtime(&database).await?;
         let mut permit = self
             .catalog_permit(&runtime, self.write_wait(), || {
-                super::datasets::busy(&principal.account)
+                crate::engine::datasets::busy(&principal.account)
             })
             .await?;
         let Some(mut changed) = plan_actions(&permit.snapshot(), actions)? else {

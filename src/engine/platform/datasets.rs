@@ -20,12 +20,12 @@ use strata_projections::{
     table::series,
 };
 
-use super::{
+use crate::documents::mapping::Declared;
+use crate::engine::{
     Action, DatabaseGuard, Engine, Origin, PlatformPrincipal, Principal,
     access::{DatasetView, Target},
     aliases::AliasSpec,
 };
-use crate::documents::mapping::Declared;
 use crate::error::{Error, Result};
 
 impl Kind {
@@ -77,7 +77,7 @@ pub enum Kind {
 
 /// What a new dataset is made with.
 #[derive(Debug, Default)]
-pub(super) struct NewDataset<'a> {
+pub(in crate::engine) struct NewDataset<'a> {
     pub kind: Kind,
     /// The columns and fields its mappings declare.
     pub declared: Declared,
@@ -180,7 +180,7 @@ pub fn human_size(bytes: u64) -> String {
 }
 
 /// The refusal of a dataset change that meets another in flight.
-pub(super) fn busy(account: &str) -> Error {
+pub(in crate::engine) fn busy(account: &str) -> Error {
     Error::Busy(format!(
         "another change to the datasets of account {account:?} is in flight; retry after the Retry-After interval"
     ))
@@ -189,7 +189,7 @@ pub(super) fn busy(account: &str) -> Error {
 impl Principal {
     /// The whole account: what the platform API acts as when it uses the data plane's
     /// operations for a signed user (whose own rights [`Engine::authorize`] checked).
-    pub(super) fn account_wide(account: &str) -> Principal {
+    pub(in crate::engine) fn account_wide(account: &str) -> Principal {
         Principal {
             account: account.to_owned(),
             key_id: String::new(),
@@ -200,7 +200,7 @@ impl Principal {
 
 impl Engine {
     /// The account's `default` database, made when `create` says so and it does not exist.
-    pub(super) async fn default_database(
+    pub(in crate::engine) async fn default_database(
         &self,
         account: &str,
         create: bool,
@@ -240,7 +240,7 @@ impl Engine {
     }
 
     /// The runtime of the account's `default` database and the definition of dataset `name`.
-    pub(super) async fn dataset(
+    pub(in crate::engine) async fn dataset(
         &self,
         account: &str,
         name: &str,
@@ -264,7 +264,7 @@ impl Engine {
     }
 
     /// The definition of dataset `name` of `account` and a snapshot of its records.
-    pub(super) async fn dataset_snapshot(
+    pub(in crate::engine) async fn dataset_snapshot(
         &self,
         account: &str,
         name: &str,
@@ -300,7 +300,7 @@ impl Engine {
 
     /// Creates dataset `name`, waiting at most `wait` for another change to the account's
     /// datasets in flight.
-    pub(super) async fn make_dataset(
+    pub(in crate::engine) async fn make_dataset(
         &self,
         principal: &PlatformPrincipal,
         name: &str,
@@ -339,7 +339,7 @@ impl Engine {
                 "[invalid_index_name_exception] Invalid index name [{name}], already exists as alias"
             )));
         }
-        let aliases = super::aliases::creation_aliases(&catalog, name, aliases)?;
+        let aliases = crate::engine::aliases::creation_aliases(&catalog, name, aliases)?;
         let partition = PartitionId::table(&database.account, &database.name, name);
         let (first, exact_columns) = kind.first_columns();
         let created = TableCreated {
@@ -386,7 +386,7 @@ impl Engine {
     /// `PUT /{name}` takes samples too). `false` when it keeps its kind: it holds writes, or its
     /// mapping declares fields. `true` when it changed, or the caller should look again (it
     /// changed meanwhile).
-    pub(super) async fn retype_empty(
+    pub(in crate::engine) async fn retype_empty(
         &self,
         runtime: &DatabaseGuard,
         def: &Arc<TableDef>,
@@ -400,7 +400,7 @@ impl Engine {
         // With the dataset's write permit held, no write is in flight while its kind changes,
         // and every later one finds the catalog changed under its own permit and plans again.
         let table = self.table_runtime(runtime, def).await?;
-        let Some(writes) = super::ingest::dataset_permit(&table, &def.name).await? else {
+        let Some(writes) = crate::engine::ingest::dataset_permit(&table, &def.name).await? else {
             return Ok(true);
         };
         // Row ids count every row ever written, deleted ones too.
@@ -433,7 +433,7 @@ impl Engine {
     /// Gives dataset `def` the columns `columns` (its own, some retyped, and new ones after them),
     /// as one catalog change (waiting at most `wait` for another change in flight); the dataset's
     /// table runtime reopens with them on its next use.
-    pub(super) async fn grow_dataset(
+    pub(in crate::engine) async fn grow_dataset(
         &self,
         runtime: &DatabaseGuard,
         def: &TableDef,

@@ -20,7 +20,7 @@ use strata_projections::{
     table::{rows as table_rows, series},
 };
 
-use super::{
+use crate::engine::{
     Engine, Origin, PlatformPrincipal,
     datasets::{Kind, NewDataset, TIMESTAMP_FIELD, check_name},
     ingest::dataset_permit,

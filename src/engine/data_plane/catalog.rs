@@ -4,7 +4,7 @@
 //! queued silently. The leader resolves everything that depends on current state before it
 //! appends: a created table's id, and its partition's start offset, are in the event.
 
-use std::{collections::HashSet, sync::Arc, sync::atomic::Ordering};
+use std::{collections::HashSet, sync::Arc};
 
 use serde::Deserialize;
 use strata_log::{
@@ -13,12 +13,12 @@ use strata_log::{
     event::{Column, TableCreated, TableDropped},
 };
 use strata_projections::{
-    catalog::{CatalogState, TableDef, VectorMetric},
+    catalog::{TableDef, VectorMetric},
     control::{Database, DatabaseStatus},
     schema::ColumnType,
 };
 
-use super::{DatabaseRuntime, Engine, Origin, Principal, leader::Permit};
+use crate::engine::{Engine, Origin, Principal};
 use crate::{
     error::{Error, Result},
     names,
@@ -172,7 +172,11 @@ fn check_unique(field: &str, names: &[String]) -> Result<()> {
 
 impl Engine {
     /// The database `name` of the principal's account, if it exists and is not being deleted.
-    pub(super) fn ready_database(&self, principal: &Principal, name: &str) -> Result<Database> {
+    pub(in crate::engine) fn ready_database(
+        &self,
+        principal: &Principal,
+        name: &str,
+    ) -> Result<Database> {
         principal.authorize(name)?;
         match self.control_state().database(&principal.account, name) {
             Some(database) if database.status == DatabaseStatus::Ready => Ok(database.clone()),
@@ -183,34 +187,6 @@ impl Engine {
             }
             _ => Err(Error::DatabaseNotFound(name.to_owned())),
         }
-    }
-
-    /// After taking a catalog permit: the database may have been deleted while the request
-    /// waited.
-    pub(super) fn still_ready(&self, runtime: &DatabaseRuntime) -> Result<()> {
-        let current = self.control_state();
-        let ready = !runtime.closed.load(Ordering::Acquire)
-            && current
-                .database(&runtime.account, &runtime.name)
-                .is_some_and(|d| d.id == runtime.id && d.status == DatabaseStatus::Ready);
-        match ready {
-            true => Ok(()),
-            false => Err(Error::DatabaseNotFound(runtime.name.clone())),
-        }
-    }
-
-    /// The write permit of `runtime`'s catalog, waiting at most `wait` for a change in flight
-    /// (`busy` says why it is refused after that), once the database is known to be still
-    /// there: how every catalog change begins.
-    pub(super) async fn catalog_permit<'a>(
-        &self,
-        runtime: &'a DatabaseRuntime,
-        wait: std::time::Duration,
-        busy: impl FnOnce() -> Error,
-    ) -> Result<Permit<'a, Arc<CatalogState>>> {
-        let permit = runtime.catalog.try_permit(wait).await?.ok_or_else(busy)?;
-        self.still_ready(runtime)?;
-        Ok(permit)
     }
 
     fn catalog_busy(database: &str) -> Error {
@@ -277,25 +253,6 @@ impl Engine {
         drop(permit);
         self.release_table(&runtime, &table);
         Ok(())
-    }
-
-    /// After a table was dropped: its usage is forgotten, and its files go in the background
-    /// (the log keeps its history).
-    pub(super) fn release_table(&self, runtime: &DatabaseRuntime, table: &TableDef) {
-        self.forget_table_usage(&runtime.account, &table.id);
-        let active = runtime.take_table(&table.id);
-        let store = runtime.store.clone();
-        let prefix = runtime.root.clone().join(table.id.as_str()).to_string();
-        let indexes = self.index_dir(&runtime.id, &table.id);
-        tokio::spawn(async move {
-            if let Some(active) = active {
-                active.handle().close().await;
-            }
-            if let Err(error) = super::remove_files(&store, &prefix).await {
-                tracing::warn!(%prefix, %error, "could not delete a dropped table's files");
-            }
-            super::remove_local_dir(&indexes).await;
-        });
     }
 
     pub async fn list_tables(&self, principal: &Principal, database: &str) -> Result<Vec<String>> {

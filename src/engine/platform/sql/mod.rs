@@ -32,7 +32,7 @@ use datafusion::{
 };
 use strata_projections::{catalog::TableDef, table::TableScan};
 
-use super::{
+use crate::engine::{
     Action, Engine, Origin, PlatformPrincipal, TIMESTAMP_FIELD,
     access::{DatasetView, FieldPolicy, LabelFilter, Mask, Target},
     datasets::check_name,
@@ -270,7 +270,7 @@ impl Engine {
     }
 
     /// How many records of dataset `view` its reader may see.
-    pub(super) async fn visible_count(&self, view: &DatasetView) -> Result<u64> {
+    pub(in crate::engine) async fn visible_count(&self, view: &DatasetView) -> Result<u64> {
         if view.filter.is_none() {
             return Ok(view.snapshot.live_rows);
         }

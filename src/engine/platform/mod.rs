@@ -1,0 +1,16 @@
+//! The platform API's operations: signed users and their grants ([`users`]), the one door of
+//! reads and writes of datasets ([`access`]), datasets ([`datasets`]) and their aliases
+//! ([`aliases`]) and mappings ([`mappings`]), records written in bulk ([`ingest`]) and samples
+//! ([`samples`]), and the three query languages: the Query DSL ([`query_dsl`]), SQL ([`sql`])
+//! and PromQL ([`promql`]). Each is a method of the engine, over the node core's tables.
+
+pub(super) mod access;
+pub(super) mod aliases;
+pub(super) mod datasets;
+pub(super) mod ingest;
+pub(super) mod mappings;
+pub mod promql;
+pub(super) mod query_dsl;
+pub(super) mod samples;
+pub(super) mod sql;
+pub(super) mod users;
