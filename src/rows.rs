@@ -387,6 +387,7 @@ fn json_fits(value: &Value, data_type: &DataType) -> std::result::Result<(), Str
         Boolean => value.is_boolean(),
         t if t.is_integer() => value.is_i64() || value.is_u64(),
         Float16 | Float32 | Float64 => value.is_number(),
+        Decimal128(..) | Decimal256(..) => value.is_number() || value.is_string(),
         Utf8 | LargeUtf8 | Utf8View | Binary | LargeBinary => value.is_string(),
         Timestamp(..) | Date32 | Date64 => value.is_string() || value.is_i64(),
         FixedSizeList(item, n) => match value {
@@ -428,6 +429,7 @@ fn json_fits(value: &Value, data_type: &DataType) -> std::result::Result<(), Str
         Boolean => "true or false".to_owned(),
         t if t.is_integer() => "an integer".to_owned(),
         Float16 | Float32 | Float64 => "a number".to_owned(),
+        Decimal128(..) | Decimal256(..) => "a number, or a decimal's text".to_owned(),
         Utf8 | LargeUtf8 | Utf8View => "a string".to_owned(),
         Binary | LargeBinary => "a string".to_owned(),
         Timestamp(..) | Date32 | Date64 => "an RFC 3339 string or an integer".to_owned(),

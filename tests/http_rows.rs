@@ -627,3 +627,62 @@ async fn a_quiet_table_lets_go_of_the_segments_a_compaction_replaced() {
     assert_eq!(rows.len(), 6);
     assert_eq!(rows[5]["title"], "r2-1");
 }
+
+#[tokio::test]
+async fn a_decimal_column_keeps_exact_values_and_refuses_what_does_not_fit() {
+    let (_dir, server, key) = start(&[]);
+    let client = server.client(&key);
+    assert_eq!(client.create_database("shop").await.status, 201);
+    let ledger = json!({
+        "name": "ledger",
+        "schema": [
+            {"name": "what", "type": "utf8"},
+            {"name": "amount", "type": "decimal( 12 , 2 )"}
+        ]
+    });
+    let created = client.create_table("shop", &ledger).await;
+    assert_eq!(created.status, 200, "{created:?}");
+    let schema = client.schema("shop", "ledger").await;
+    let amount = schema
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "amount")
+        .cloned()
+        .unwrap();
+    assert_eq!(amount["type"], "decimal(12,2)");
+    let rows = json!({"data": [
+        {"what": "a", "amount": 0.1},
+        {"what": "b", "amount": "0.2"},
+        {"what": "c", "amount": 1000000000.01}
+    ]});
+    let appended = client
+        .post_json("/v1/append/shop?table=ledger", &rows)
+        .await;
+    assert_eq!(appended.status, 200, "{appended:?}");
+    // 0.1 + 0.2 is 0.3 exactly, not 0.30000000000000004.
+    let total = sql(
+        &client,
+        "SELECT CAST(sum(amount) AS VARCHAR) AS total FROM ledger WHERE what <> 'c'",
+    )
+    .await;
+    assert_eq!(total, [json!({"total": "0.30"})]);
+    let big = sql(
+        &client,
+        "SELECT CAST(amount AS VARCHAR) AS a FROM ledger WHERE what = 'c'",
+    )
+    .await;
+    assert_eq!(big, [json!({"a": "1000000000.01"})]);
+    for bad in [json!(true), json!("twelve"), json!(12345678901.5)] {
+        let refused = client
+            .post_json(
+                "/v1/append/shop?table=ledger",
+                &json!({"data": [{"what": "x", "amount": bad}]}),
+            )
+            .await;
+        assert_error(&refused, 400, "bad_request");
+    }
+    let count = sql(&client, "SELECT count(*) AS n FROM ledger").await;
+    assert_eq!(count, [json!({"n": 3})]);
+}

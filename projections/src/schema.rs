@@ -3,6 +3,7 @@
 //! ```text
 //! type := bool | int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64
 //!       | float32 | float64 | utf8 | binary | date32
+//!       | decimal(P,S)                            (1 <= P <= 38, 0 <= S <= P)
 //!       | timestamp[ms|us|ns] | timestamp[ms|us|ns,UTC]
 //!       | list<type> | vector<float32,N>        (1 <= N <= 65536; vector only at top level)
 //! ```
@@ -37,6 +38,12 @@ pub enum ColumnType {
     UInt64,
     Float32,
     Float64,
+    /// A fixed-point number of `precision` digits, `scale` of them after the point: Arrow's
+    /// decimal128, exact.
+    Decimal {
+        precision: u8,
+        scale: i8,
+    },
     Utf8,
     Binary,
     Date32,
@@ -77,6 +84,7 @@ impl ColumnType {
             ColumnType::UInt64 => DataType::UInt64,
             ColumnType::Float32 => DataType::Float32,
             ColumnType::Float64 => DataType::Float64,
+            ColumnType::Decimal { precision, scale } => DataType::Decimal128(*precision, *scale),
             ColumnType::Utf8 => DataType::Utf8,
             ColumnType::Binary => DataType::Binary,
             ColumnType::Date32 => DataType::Date32,
@@ -151,6 +159,17 @@ impl ColumnType {
             }
             return Ok(ColumnType::Timestamp { unit, utc });
         }
+        if let Some(inner) = enclosed(text, "decimal", '(', ')') {
+            let invalid =
+                || "a decimal is written decimal(P,S), 1 <= P <= 38, 0 <= S <= P".to_owned();
+            let (precision, scale) = inner.split_once(',').ok_or_else(invalid)?;
+            let precision: u8 = precision.trim().parse().map_err(|_| invalid())?;
+            let scale: i8 = scale.trim().parse().map_err(|_| invalid())?;
+            if !(1..=38).contains(&precision) || scale < 0 || scale as u8 > precision {
+                return Err(invalid());
+            }
+            return Ok(ColumnType::Decimal { precision, scale });
+        }
         if let Some(inner) = enclosed(text, "list", '<', '>') {
             let item = ColumnType::parse(inner, false)?;
             return Ok(ColumnType::List(Box::new(item)));
@@ -213,6 +232,7 @@ impl fmt::Display for ColumnType {
             ColumnType::UInt64 => f.write_str("uint64"),
             ColumnType::Float32 => f.write_str("float32"),
             ColumnType::Float64 => f.write_str("float64"),
+            ColumnType::Decimal { precision, scale } => write!(f, "decimal({precision},{scale})"),
             ColumnType::Utf8 => f.write_str("utf8"),
             ColumnType::Binary => f.write_str("binary"),
             ColumnType::Date32 => f.write_str("date32"),
@@ -275,6 +295,9 @@ mod tests {
             "list<list<int64>>",
             "vector<float32,384>",
             "geo_point",
+            "decimal(12,2)",
+            "decimal(38,0)",
+            "list<decimal(5,5)>",
         ] {
             let parsed: ColumnType = text.parse().unwrap();
             assert_eq!(parsed.to_string(), text);
@@ -309,6 +332,11 @@ mod tests {
             "vector<float32,65537>",
             "vector<float32>",
             "list<vector<float32,3>>",
+            "decimal(0,0)",
+            "decimal(39,2)",
+            "decimal(4,5)",
+            "decimal(4,-1)",
+            "decimal(4)",
         ] {
             let error = text.parse::<ColumnType>().unwrap_err();
             assert!(error.to_string().contains(&format!("{text:?}")), "{error}");

@@ -15,8 +15,9 @@ use std::{collections::HashMap, sync::Arc};
 
 use arrow::{
     array::{
-        ArrayRef, BooleanBuilder, FixedSizeListBuilder, Float32Builder, Float64Builder,
-        Int64Builder, RecordBatch, StringBuilder, StructArray, TimestampMillisecondBuilder,
+        ArrayRef, BooleanBuilder, Decimal128Builder, FixedSizeListBuilder, Float32Builder,
+        Float64Builder, Int64Builder, RecordBatch, StringBuilder, StructArray,
+        TimestampMillisecondBuilder,
     },
     buffer::NullBuffer,
     datatypes::{DataType, Field},
@@ -79,6 +80,8 @@ enum Cell {
     Bool(bool),
     Int(i64),
     Float(f64),
+    /// A decimal's value in units of its column's scale.
+    Decimal(i128),
     Text(String),
     Millis(i64),
     Point(geo::Point),
@@ -218,6 +221,9 @@ fn cell_any(column: &ColumnType, reading: Reading<'_>, value: &Value) -> Option<
             .ok()
             .filter(|f| f.is_finite())
             .map(Cell::Float),
+        (ColumnType::Decimal { precision, scale }, Value::Number(_) | Value::String(_)) => {
+            decimal_units(value, *precision, *scale).map(Cell::Decimal)
+        }
         (ColumnType::Bool, Value::Bool(b)) => Some(Cell::Bool(*b)),
         (ColumnType::Bool, Value::String(s)) => match s.as_str() {
             "true" => Some(Cell::Bool(true)),
@@ -241,6 +247,58 @@ fn cell_any(column: &ColumnType, reading: Reading<'_>, value: &Value) -> Option<
         },
         _ => None,
     }
+}
+
+/// A JSON number (or a number's text) as a decimal of `scale` digits after the point, in units
+/// of that scale, rounded half away from zero (as Elasticsearch's scaled floats round); `None`
+/// when it is no number or needs more than `precision` digits.
+fn decimal_units(value: &Value, precision: u8, scale: i8) -> Option<i128> {
+    let text = match value {
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s.trim().to_owned(),
+        _ => return None,
+    };
+    let units = match text.contains(['e', 'E']) {
+        // Exponent notation: through the float it reads as.
+        true => {
+            let f = text.parse::<f64>().ok()?;
+            let scaled = (f * 10f64.powi(i32::from(scale))).round();
+            (scaled.is_finite() && scaled.abs() < 1e38).then_some(scaled as i128)?
+        }
+        false => {
+            let (negative, digits) = match text.strip_prefix('-') {
+                Some(rest) => (true, rest),
+                None => (false, text.strip_prefix('+').unwrap_or(&text)),
+            };
+            let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+            if whole.is_empty() && fraction.is_empty()
+                || !whole
+                    .bytes()
+                    .chain(fraction.bytes())
+                    .all(|b| b.is_ascii_digit())
+            {
+                return None;
+            }
+            let scale = usize::try_from(scale).ok()?;
+            let kept: String = fraction
+                .chars()
+                .chain(std::iter::repeat('0'))
+                .take(scale)
+                .collect();
+            let digits = format!("{whole}{kept}");
+            let digits = digits.trim_start_matches('0');
+            let mut units: i128 = match digits.is_empty() {
+                true => 0,
+                false => digits.parse().ok()?,
+            };
+            // The first digit past the scale rounds.
+            if fraction.as_bytes().get(scale).is_some_and(|d| *d >= b'5') {
+                units = units.checked_add(1)?;
+            }
+            if negative { -units } else { units }
+        }
+    };
+    (units.unsigned_abs() < 10u128.checked_pow(u32::from(precision))?).then_some(units)
 }
 
 fn whole(f: f64) -> bool {
@@ -269,8 +327,13 @@ fn widened(column: &ColumnType, reading: Reading<'_>, value: &Value) -> Option<C
         (column, Value::Array(items)) if !holds_objects(items) => {
             widened(&ColumnType::List(Box::new(column.clone())), reading, value)
         }
-        (ColumnType::Int64, Value::Number(_)) => Some(ColumnType::Float64),
-        (ColumnType::Int64 | ColumnType::Float64 | ColumnType::Bool, _) => Some(ColumnType::Utf8),
+        (ColumnType::Int64 | ColumnType::Decimal { .. }, Value::Number(_)) => {
+            Some(ColumnType::Float64)
+        }
+        (
+            ColumnType::Int64 | ColumnType::Float64 | ColumnType::Decimal { .. } | ColumnType::Bool,
+            _,
+        ) => Some(ColumnType::Utf8),
         (column, _) if *column == DATE => Some(ColumnType::Utf8),
         _ => None,
     }
@@ -493,6 +556,7 @@ enum Builder {
     Bool(BooleanBuilder),
     Int(Int64Builder),
     Float(Float64Builder),
+    Decimal(Decimal128Builder),
     Text(StringBuilder),
     Millis(TimestampMillisecondBuilder),
     /// Latitudes, longitudes and which points are there.
@@ -514,6 +578,11 @@ impl Builder {
             ColumnType::Bool => Builder::Bool(BooleanBuilder::with_capacity(capacity)),
             ColumnType::Int64 => Builder::Int(Int64Builder::with_capacity(capacity)),
             ColumnType::Float64 => Builder::Float(Float64Builder::with_capacity(capacity)),
+            ColumnType::Decimal { precision, scale } => Builder::Decimal(
+                Decimal128Builder::with_capacity(capacity)
+                    .with_precision_and_scale(*precision, *scale)
+                    .ok()?,
+            ),
             ColumnType::Utf8 => {
                 Builder::Text(StringBuilder::with_capacity(capacity, capacity * 16))
             }
@@ -569,6 +638,7 @@ impl Builder {
             (Builder::Bool(b), Some(Cell::Bool(v))) => b.append_value(v),
             (Builder::Int(b), Some(Cell::Int(v))) => b.append_value(v),
             (Builder::Float(b), Some(Cell::Float(v))) => b.append_value(v),
+            (Builder::Decimal(b), Some(Cell::Decimal(v))) => b.append_value(v),
             (Builder::Text(b), Some(Cell::Text(v))) => b.append_value(v),
             (Builder::Millis(b), Some(Cell::Millis(v))) => b.append_value(v),
             (Builder::Point(lat, lon, valid), cell) => {
@@ -592,6 +662,7 @@ impl Builder {
             (Builder::Bool(b), _) => b.append_null(),
             (Builder::Int(b), _) => b.append_null(),
             (Builder::Float(b), _) => b.append_null(),
+            (Builder::Decimal(b), _) => b.append_null(),
             (Builder::Text(b), _) => b.append_null(),
             (Builder::Millis(b), _) => b.append_null(),
         }
@@ -602,6 +673,7 @@ impl Builder {
             Builder::Bool(mut b) => Arc::new(b.finish()),
             Builder::Int(mut b) => Arc::new(b.finish()),
             Builder::Float(mut b) => Arc::new(b.finish()),
+            Builder::Decimal(mut b) => Arc::new(b.finish()),
             Builder::Text(mut b) => Arc::new(b.finish()),
             Builder::Millis(mut b) => Arc::new(b.finish()),
             Builder::Point(lat, lon, valid) => {
@@ -720,6 +792,26 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn decimals_read_exactly_and_round_as_scaled_floats_do() {
+        let units = |value: Value| decimal_units(&value, 6, 2);
+        assert_eq!(units(json!(12.34)), Some(1234));
+        assert_eq!(units(json!("12.34")), Some(1234));
+        assert_eq!(units(json!(7)), Some(700));
+        assert_eq!(units(json!("-0.5")), Some(-50));
+        assert_eq!(units(json!("1.005")), Some(101));
+        assert_eq!(units(json!("1.004")), Some(100));
+        assert_eq!(units(json!(1.5e2)), Some(15000));
+        // Six digits in all: 9999.99 fits, 10000 does not.
+        assert_eq!(units(json!("9999.99")), Some(999_999));
+        assert_eq!(units(json!(10000)), None);
+        assert_eq!(units(json!("12a")), None);
+        assert_eq!(units(json!("")), None);
+        assert_eq!(units(json!(true)), None);
+        let huge = "9".repeat(60);
+        assert_eq!(decimal_units(&json!(huge), 38, 0), None);
+    }
     use crate::documents::test_support::{column, dataset};
 
     fn base() -> Vec<ColumnDef> {

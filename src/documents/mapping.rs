@@ -61,6 +61,11 @@ fn field_type_of(table: &TableDef, name: &str, data_type: &ColumnType) -> Value 
         ColumnType::UInt64 => json!({"type": "unsigned_long"}),
         ColumnType::Float32 => json!({"type": "float"}),
         ColumnType::Float64 => json!({"type": "double"}),
+        // Exact, with `scale` digits after the point: Elasticsearch's scaled float.
+        ColumnType::Decimal { scale, .. } => json!({
+            "type": "scaled_float",
+            "scaling_factor": 10u64.pow(u32::try_from(*scale).unwrap_or(0)),
+        }),
         ColumnType::Timestamp { .. } | ColumnType::Date32 => match table.date_formats.get(name) {
             Some(format) => json!({"type": "date", "format": format}),
             None => json!({"type": "date"}),

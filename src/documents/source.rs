@@ -154,6 +154,16 @@ pub fn json_value(column: &dyn Array, row: usize) -> Option<Value> {
             let f = column.as_primitive::<Float64Type>().value(row);
             serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)
         }
+        // A decimal as the JSON number its exact text reads as.
+        DataType::Decimal128(..) => {
+            let text = column
+                .as_primitive::<arrow::datatypes::Decimal128Type>()
+                .value_as_string(row);
+            text.parse::<f64>()
+                .ok()
+                .and_then(serde_json::Number::from_f64)
+                .map_or(Value::String(text), Value::Number)
+        }
         DataType::Boolean => Value::from(column.as_boolean().value(row)),
         DataType::Timestamp(TimeUnit::Millisecond, _) => {
             let ms = column.as_primitive::<TimestampMillisecondType>().value(row);

@@ -322,6 +322,13 @@ fn reader(column: &ArrayRef) -> Option<ValueReader<'_>> {
             let array = column.as_primitive::<Float64Type>();
             Box::new(move |row| Some(OwnedValue::F64(array.value(row))))
         }
+        // A decimal is searched and aggregated as the number it is (its exact value stays in
+        // the segment: SQL and `_source` read it there).
+        DataType::Decimal128(_, scale) => {
+            let array = column.as_primitive::<arrow::datatypes::Decimal128Type>();
+            let unit = 10f64.powi(i32::from(*scale));
+            Box::new(move |row| Some(OwnedValue::F64(array.value(row) as f64 / unit)))
+        }
         DataType::Boolean => {
             let array = column.as_boolean();
             Box::new(move |row| Some(OwnedValue::Bool(array.value(row))))

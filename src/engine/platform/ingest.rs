@@ -50,7 +50,7 @@ use resolve::{Request, Resolved, read_update, resolve, stored_sources};
 /// How long a bulk request waits for a dataset's leader (or the catalog's, to create a dataset or
 /// grow its columns) busy with another write before its items fail with 429 (Elasticsearch
 /// queues bulk requests too, and rejects them when its queue is full).
-const BULK_WAIT: Duration = Duration::from_secs(30);
+pub(in crate::engine) const BULK_WAIT: Duration = Duration::from_secs(30);
 
 /// What became of one operation of a bulk request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -335,31 +335,12 @@ impl Engine {
         }
         let writes = documents.iter().filter(|d| d.is_some()).count() as u64;
         let account = &principal.account;
-        let (runtime, mut def) = match self.dataset(account, name).await {
-            Ok(found) => found,
-            Err(Error::DatasetNotFound(_)) if writes > 0 => {
-                // Like Elasticsearch, a write to a dataset that does not exist creates it.
-                match self
-                    .make_dataset(principal, name, Default::default(), origin, BULK_WAIT)
-                    .await
-                {
-                    Ok(()) | Err(Error::DatasetExists(_)) => {}
-                    Err(error) => return Err(error),
-                }
-                self.dataset(account, name).await?
-            }
-            Err(error) => return Err(error),
+        let (runtime, mut def) = match writes {
+            0 => self.dataset(account, name).await?,
+            _ => self.records_dataset(principal, name, origin).await?,
         };
         if def.metrics {
-            // A dataset never written yet takes records as well as samples.
-            let retyped = writes > 0
-                && self
-                    .retype_empty(&runtime, &def, Kind::Records, origin, BULK_WAIT)
-                    .await?;
-            def = self.dataset(account, name).await?.1;
-            if !retyped || def.metrics {
-                return Err(holds_metrics(name));
-            }
+            return Err(holds_metrics(name));
         }
         // A geo point written as an object was flattened like any object: gather it again.
         // Values of fields declared `ignore_malformed` that do not fit are left out.
@@ -419,22 +400,9 @@ impl Engine {
             let Some(mut permit) = dataset_permit(&table, name).await? else {
                 continue;
             };
-            self.still_ready(&runtime)?;
-            let current = runtime.catalog.snapshot().tables.get(name).cloned();
-            match current {
-                Some(current) if current.id == def.id => {
-                    // A runtime opened before the columns grew (its replacement is opening
-                    // alongside) cannot take rows in the new columns: plan again.
-                    if table.retired()
-                        || current.columns != def.columns
-                        || table.def.columns != current.columns
-                    {
-                        // Grown meanwhile by another request: plan again.
-                        def = current;
-                        continue;
-                    }
-                }
-                _ => return Err(Error::DatasetNotFound(name.to_owned())),
+            if let Some(current) = self.columns_changed(&runtime, &table, &def)? {
+                def = current;
+                continue;
             }
             let snapshot = permit.snapshot();
             let request = Request {
@@ -563,6 +531,71 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// Dataset `name`, to write records to: created when it does not exist (as Elasticsearch
+    /// creates an index on its first write), given the kind of records when it is empty; a
+    /// dataset that holds samples is refused.
+    pub(in crate::engine) async fn records_dataset(
+        &self,
+        principal: &PlatformPrincipal,
+        name: &str,
+        origin: &Origin,
+    ) -> Result<(DatabaseGuard, Arc<TableDef>)> {
+        let account = &principal.account;
+        let (runtime, def) = match self.dataset(account, name).await {
+            Ok(found) => found,
+            Err(Error::DatasetNotFound(_)) => {
+                match self
+                    .make_dataset(principal, name, Default::default(), origin, BULK_WAIT)
+                    .await
+                {
+                    Ok(()) | Err(Error::DatasetExists(_)) => {}
+                    Err(error) => return Err(error),
+                }
+                self.dataset(account, name).await?
+            }
+            Err(error) => return Err(error),
+        };
+        if !def.metrics {
+            return Ok((runtime, def));
+        }
+        // A dataset never written yet takes records as well as samples.
+        let retyped = self
+            .retype_empty(&runtime, &def, Kind::Records, origin, BULK_WAIT)
+            .await?;
+        let (runtime, def) = self.dataset(account, name).await?;
+        if !retyped || def.metrics {
+            return Err(holds_metrics(name));
+        }
+        Ok((runtime, def))
+    }
+}
+
+impl Engine {
+    /// Once a write to dataset `def` holds the permit of `table` (its runtime): the dataset's
+    /// current definition when its columns changed since the write planned its rows (grown by
+    /// another request; or the runtime was opened before they grew, and its replacement is
+    /// opening alongside), to plan again; `None` when the rows may be written. An error when
+    /// the database or the dataset is gone.
+    pub(in crate::engine) fn columns_changed(
+        &self,
+        runtime: &DatabaseGuard,
+        table: &TableRuntime,
+        def: &TableDef,
+    ) -> Result<Option<Arc<TableDef>>> {
+        self.still_ready(runtime)?;
+        match runtime.catalog.snapshot().tables.get(&def.name) {
+            Some(current) if current.id == def.id => {
+                let changed = table.retired()
+                    || current.columns != def.columns
+                    || table.def.columns != current.columns;
+                Ok(changed.then(|| current.clone()))
+            }
+            _ => Err(Error::DatasetNotFound(def.name.clone())),
+        }
+    }
+}
+
 /// The refusal of records written to a metrics dataset.
 fn holds_metrics(name: &str) -> Error {
     Error::BadRequest(format!(
@@ -588,7 +621,7 @@ pub(in crate::engine) async fn dataset_permit<'a>(
 }
 
 /// How many of `ids` hold a vector in `snapshot`.
-fn vectors_among(snapshot: &TableSnapshot, ids: &RoaringTreemap) -> u64 {
+pub(in crate::engine) fn vectors_among(snapshot: &TableSnapshot, ids: &RoaringTreemap) -> u64 {
     let memtable = snapshot.memtable.iter().map(|m| (&*m.vectors, &*m.deleted));
     let segments = snapshot.segments.iter().map(|s| (&*s.vectors, &*s.deleted));
     memtable

@@ -6,6 +6,7 @@
 
 pub(super) mod access;
 pub(super) mod aliases;
+pub(super) mod batches;
 pub(super) mod datasets;
 pub(super) mod ingest;
 pub(super) mod mappings;
@@ -14,3 +15,6 @@ pub(super) mod query_dsl;
 pub(super) mod samples;
 pub(super) mod sql;
 pub(super) mod users;
+
+#[cfg(test)]
+pub(super) mod testing;

@@ -139,19 +139,9 @@ impl Engine {
             let Some(mut permit) = dataset_permit(&table, name).await? else {
                 continue;
             };
-            self.still_ready(&runtime)?;
-            match runtime.catalog.snapshot().tables.get(name) {
-                Some(current) if current.id == def.id => {
-                    // Grown meanwhile by another request: build the rows again.
-                    if table.retired()
-                        || current.columns != def.columns
-                        || table.def.columns != current.columns
-                    {
-                        def = current.clone();
-                        continue;
-                    }
-                }
-                _ => return Err(Error::DatasetNotFound(name.to_owned())),
+            if let Some(current) = self.columns_changed(&runtime, &table, &def)? {
+                def = current;
+                continue;
             }
             let body = Body::RowsAppended(RowsAppended {
                 table_id: def.id.clone(),

@@ -13,30 +13,19 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::{
-    config::Config,
     documents::{bulk, mapping},
-    engine::{Engine, Origin, SampleRow, SearchOptions, SearchResult, SqlOutcome, TimeBounds},
-    metrics::Metrics,
+    engine::{
+        Engine, Origin, SampleRow, SearchOptions, SearchResult,
+        platform::testing::{TestEngine, principal},
+    },
     promql::value::Labels,
 };
-
-const ACCOUNT: &str = "acme";
 
 struct Fixture {
     engine: Arc<Engine>,
     root: PlatformPrincipal,
     reader: PlatformPrincipal,
-    _dir: tempfile::TempDir,
-}
-
-fn principal(user: &str, grant: Grant) -> PlatformPrincipal {
-    PlatformPrincipal {
-        account: ACCOUNT.to_owned(),
-        user: user.to_owned(),
-        access_key: format!("AKST{user}"),
-        root: grant.all,
-        grant: Arc::new(grant),
-    }
+    test: TestEngine,
 }
 
 /// The test grant: records and metadata of `people`, `cpu` and the aliases `staff` (of
@@ -76,19 +65,9 @@ async fn bulk_into(engine: &Engine, root: &PlatformPrincipal, dataset: &str, lin
 }
 
 async fn fixture() -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let config = Config {
-        data_dir: dir.path().to_owned(),
-        ..Config::default()
-    };
-    let engine = Engine::open(Arc::new(config), Arc::new(Metrics::new()))
-        .await
-        .unwrap();
-    engine
-        .create_account(ACCOUNT, false, &Origin::system())
-        .await
-        .unwrap();
-    let root = principal("root", Grant::everything());
+    let test = TestEngine::open().await;
+    let engine = test.engine.clone();
+    let root = test.root.clone();
     let mappings = json!({"properties": {
         "team": {"type": "keyword"},
         "name": {"type": "text"},
@@ -186,7 +165,7 @@ async fn fixture() -> Fixture {
         engine,
         root,
         reader,
-        _dir: dir,
+        test,
     }
 }
 
@@ -204,33 +183,7 @@ fn ids(result: &SearchResult) -> Vec<String> {
 }
 
 async fn sql(f: &Fixture, who: &PlatformPrincipal, statement: &str) -> Result<Vec<Value>> {
-    let outcome = f
-        .engine
-        .platform_sql(
-            who,
-            statement,
-            TimeBounds::default(),
-            None,
-            &Origin::system(),
-        )
-        .await?;
-    let SqlOutcome::Rows(result) = outcome else {
-        panic!("{statement} wrote")
-    };
-    let mut rows = Vec::new();
-    for batch in &result.batches {
-        let mut writer = arrow::json::ArrayWriter::new(Vec::new());
-        writer.write(batch).unwrap();
-        writer.finish().unwrap();
-        let text = writer.into_inner();
-        if !text.is_empty() {
-            let Value::Array(items) = serde_json::from_slice(&text).unwrap() else {
-                panic!()
-            };
-            rows.extend(items);
-        }
-    }
-    Ok(rows)
+    f.test.sql(who, statement).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
