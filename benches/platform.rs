@@ -21,12 +21,22 @@ pub struct Platform {
 }
 
 impl Platform {
+    /// Creates the root user of the account `bench`, keeping its keys in `dir` (a later run
+    /// over the same data loads them).
     pub fn of(server: &Server, dir: &Path) -> Platform {
         let created = server::admin(
             dir,
             &["users", "create-root", "--account", "bench", "--json"],
         );
-        let user: Value = serde_json::from_str(&created).unwrap();
+        std::fs::write(dir.join("root-user.json"), &created).unwrap();
+        Platform::load(server, dir)
+    }
+
+    /// The client of the root user whose keys a run kept in `dir`.
+    pub fn load(server: &Server, dir: &Path) -> Platform {
+        let kept = std::fs::read(dir.join("root-user.json"))
+            .expect("a directory with strata's data (a run that created its user makes one)");
+        let user: Value = serde_json::from_slice(&kept).unwrap();
         Platform {
             http: reqwest::Client::new(),
             base: server.platform_url.clone(),
@@ -37,7 +47,14 @@ impl Platform {
         }
     }
 
-    pub async fn send(&self, method: &str, path: &str, content_type: &str, body: Vec<u8>) -> Value {
+    /// Sends a signed request; it must succeed. Its status and body.
+    pub async fn send_raw(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: Vec<u8>,
+    ) -> (reqwest::StatusCode, Vec<u8>) {
         let headers = strata::sigv4::sign(
             &strata::sigv4::Outgoing {
                 method,
@@ -59,9 +76,19 @@ impl Platform {
         }
         let response = request.body(body).send().await.unwrap();
         let status = response.status();
-        let answer: Value = response.json().await.unwrap();
-        assert!(status.is_success(), "{method} {path}: {status} {answer}");
-        answer
+        let bytes = response.bytes().await.unwrap().to_vec();
+        assert!(
+            status.is_success(),
+            "{method} {path}: {status} {}",
+            String::from_utf8_lossy(&bytes)
+        );
+        (status, bytes)
+    }
+
+    /// Sends a signed request; it must succeed. Its JSON answer (null when it is none).
+    pub async fn send(&self, method: &str, path: &str, content_type: &str, body: Vec<u8>) -> Value {
+        let (_, bytes) = self.send_raw(method, path, content_type, body).await;
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null)
     }
 
     /// Sends one bulk body to the benchmarks' dataset; every record must be taken.

@@ -32,6 +32,8 @@
 #[allow(dead_code)]
 mod generator;
 #[allow(dead_code)]
+mod platform;
+#[allow(dead_code)]
 mod server;
 
 use std::{
@@ -43,6 +45,7 @@ use std::{
 };
 
 use clap::Parser;
+use platform::Platform;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde_json::Value;
 use server::Server;
@@ -528,81 +531,5 @@ impl Drop for Prometheus {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// A platform-API client signing with the root user's keys.
-struct Platform {
-    http: reqwest::Client,
-    base: String,
-    keys: (String, String),
-}
-
-impl Platform {
-    /// Creates the root user of the account `bench`, keeping its keys in `dir` for
-    /// `--queries-only` runs.
-    fn of(server: &Server, dir: &Path) -> Platform {
-        let created = server::admin(
-            dir,
-            &["users", "create-root", "--account", "bench", "--json"],
-        );
-        std::fs::write(dir.join("root-user.json"), &created).unwrap();
-        Platform::load(server, dir)
-    }
-
-    fn load(server: &Server, dir: &Path) -> Platform {
-        let kept = std::fs::read(dir.join("root-user.json"))
-            .expect("a --dir with strata's data (a run without --queries-only makes one)");
-        let user: Value = serde_json::from_slice(&kept).unwrap();
-        Platform {
-            http: reqwest::Client::new(),
-            base: server.platform_url.clone(),
-            keys: (
-                user["access_key"].as_str().unwrap().to_owned(),
-                user["secret_key"].as_str().unwrap().to_owned(),
-            ),
-        }
-    }
-
-    async fn send_raw(
-        &self,
-        method: &str,
-        path: &str,
-        content_type: &str,
-        body: Vec<u8>,
-    ) -> (reqwest::StatusCode, Vec<u8>) {
-        let headers = strata::sigv4::sign(
-            &strata::sigv4::Outgoing {
-                method,
-                host: self.base.trim_start_matches("http://"),
-                path_and_query: path,
-                headers: &[("content-type", content_type)],
-                body: &body,
-            },
-            (&self.keys.0, &self.keys.1),
-            ("us-east-1", "strata"),
-            chrono::Utc::now(),
-        );
-        let mut request = self.http.request(
-            reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
-            format!("{}{path}", self.base),
-        );
-        for (name, value) in headers {
-            request = request.header(name, value);
-        }
-        let response = request.body(body).send().await.unwrap();
-        let status = response.status();
-        let bytes = response.bytes().await.unwrap().to_vec();
-        assert!(
-            status.is_success(),
-            "{method} {path}: {status} {}",
-            String::from_utf8_lossy(&bytes)
-        );
-        (status, bytes)
-    }
-
-    async fn send(&self, method: &str, path: &str, content_type: &str, body: Vec<u8>) -> Value {
-        let (_, bytes) = self.send_raw(method, path, content_type, body).await;
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null)
     }
 }
