@@ -434,16 +434,21 @@ async fn request_bodies_in_flight_are_bounded_node_wide() {
     let one_row = json!({"data": [{"title": "a", "n": 1}]});
 
     let address = server.data_url.trim_start_matches("http://");
-    let mut stalled = tokio::net::TcpStream::connect(address).await.unwrap();
     let head = format!(
         "POST /v1/append/lab?table=arrowt HTTP/1.1\r\nhost: {address}\r\n\
          authorization: Bearer {key}\r\ncontent-type: application/json\r\n\
          content-length: {mib}\r\n\r\n{{\"data\": ["
     );
-    stalled.write_all(head.as_bytes()).await.unwrap();
+    let stall = || async {
+        let mut stalled = tokio::net::TcpStream::connect(address).await.unwrap();
+        stalled.write_all(head.as_bytes()).await.unwrap();
+        stalled
+    };
+    let mut stalled = stall().await;
 
-    // The stalled request takes the budget as its head arrives.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    // The stalled request takes the whole budget as its head arrives. Should it arrive while a
+    // probe holds a share, it is refused itself (its connection gets the 503): stall another.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let probe = json!({"sql": "SELECT 1 AS one"});
     loop {
         let answer = client.post_json("/v1/query_sql/lab", &probe).await;
@@ -454,6 +459,10 @@ async fn request_bodies_in_flight_are_bounded_node_wide() {
             std::time::Instant::now() < deadline,
             "a body was taken past the budget: {answer:?}"
         );
+        let mut answered = [0u8; 1];
+        if matches!(stalled.try_read(&mut answered), Ok(n) if n > 0) {
+            stalled = stall().await;
+        }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     let refused = client
