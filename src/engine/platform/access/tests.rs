@@ -561,3 +561,159 @@ async fn writes_through_the_door_match_and_copy_only_what_the_writer_may_read() 
         );
     }
 }
+
+/// A dataset of the given columns, for the grant's rules alone.
+fn dataset_of(columns: &[&str]) -> TableDef {
+    use strata_projections::{catalog::ColumnDef, schema::ColumnType};
+    TableDef {
+        name: "people".into(),
+        id: "id-people".into(),
+        columns: columns
+            .iter()
+            .map(|name| ColumnDef {
+                name: (*name).to_owned(),
+                data_type: ColumnType::Utf8,
+                nullable: true,
+            })
+            .collect(),
+        fts_columns: Vec::new(),
+        exact_columns: Vec::new(),
+        vector_column: None,
+        vector_metric: None,
+        start_offset: 0,
+        created_at_micros: 0,
+        dataset: true,
+        date_formats: Default::default(),
+        declared: Default::default(),
+        metrics: false,
+    }
+}
+
+fn read(resources: &[&str], filter: Option<Value>, fields: FieldRule) -> Permission {
+    Permission {
+        actions: vec![Action::RecordRead],
+        resources: resources.iter().map(|r| (*r).to_owned()).collect(),
+        filter,
+        fields,
+    }
+}
+
+#[test]
+fn several_permissions_are_one_union_as_api_md_states() {
+    let def = dataset_of(&[
+        "_id",
+        "@timestamp",
+        "team",
+        "secret",
+        "pii",
+        "phone",
+        "user.name",
+        "user.email",
+    ]);
+    let grant = |permissions: Vec<Permission>| Grant {
+        all: false,
+        permissions,
+    };
+    let seen = |g: &Grant| g.visibility(Action::RecordRead, &def, &[]).unwrap();
+
+    // A field denied by one entry and shown by another is shown; masks give way to an entry
+    // that shows the field as it is, else to the least restrictive mask.
+    let both = grant(vec![
+        read(
+            &["people"],
+            Some(json!({"term": {"team": "a"}})),
+            FieldRule {
+                deny: vec!["secret".into(), "user".into()],
+                mask: vec![
+                    ("pii".into(), Mask::Remove),
+                    ("phone".into(), Mask::Nullify),
+                ],
+                ..FieldRule::default()
+            },
+        ),
+        read(
+            &["peo*"],
+            Some(json!({"term": {"team": "b"}})),
+            FieldRule {
+                allow: Some(vec![
+                    "team".into(),
+                    "pii".into(),
+                    "phone".into(),
+                    "user".into(),
+                ]),
+                mask: vec![("pii".into(), Mask::Redact), ("phone".into(), Mask::Remove)],
+                deny: vec!["user.email".into()],
+            },
+        ),
+    ]);
+    let v = seen(&both);
+    assert_eq!(v.fields.shows("secret"), None);
+    assert_eq!(v.fields.shows("user.name"), Some(None));
+    // Denied by both: the first denies `user` and its sub-fields, the second `user.email`.
+    assert_eq!(v.fields.shows("user.email"), None);
+    assert_eq!(v.fields.shows("pii"), Some(Some(Mask::Redact)));
+    assert_eq!(v.fields.shows("phone"), Some(Some(Mask::Nullify)));
+    assert_eq!(v.fields.shows("_id"), Some(None));
+    assert_eq!(v.fields.shows("@timestamp"), Some(None));
+    // Filtered entries are ORed.
+    assert_eq!(
+        v.filter,
+        Some(json!({"bool": {"should": [
+            {"term": {"team": "a"}},
+            {"term": {"team": "b"}},
+        ], "minimum_should_match": 1}}))
+    );
+
+    // An allow list shows only its fields (and their sub-fields), `_id` and `@timestamp`.
+    let allow = grant(vec![read(
+        &["people"],
+        None,
+        FieldRule {
+            allow: Some(vec!["user".into()]),
+            ..FieldRule::default()
+        },
+    )]);
+    let v = seen(&allow);
+    assert_eq!(v.filter, None);
+    for (field, shown) in [
+        ("user.name", true),
+        ("user.email", true),
+        ("team", false),
+        ("_id", true),
+        ("@timestamp", true),
+    ] {
+        assert_eq!(v.fields.shows(field).is_some(), shown, "{field}");
+    }
+
+    // An entry without a filter lifts the others'; an entry for another dataset counts not.
+    let lifted = grant(vec![
+        read(
+            &["people"],
+            Some(json!({"term": {"team": "a"}})),
+            FieldRule::default(),
+        ),
+        read(&["people"], None, FieldRule::default()),
+        read(
+            &["others"],
+            Some(json!({"match_none": {}})),
+            FieldRule::default(),
+        ),
+    ]);
+    assert_eq!(seen(&lifted).filter, None);
+    assert!(seen(&lifted).fields.is_open());
+
+    // No entry for the dataset (nor the action): no visibility at all.
+    let elsewhere = grant(vec![read(&["others"], None, FieldRule::default())]);
+    assert!(
+        elsewhere
+            .visibility(Action::RecordRead, &def, &[])
+            .is_none()
+    );
+    assert!(both.visibility(Action::MetadataRead, &def, &[]).is_none());
+    // Through an alias the entry names, the dataset is granted.
+    assert!(
+        elsewhere
+            .visibility(Action::RecordRead, &def, &["others".to_owned()])
+            .is_some()
+    );
+}
