@@ -78,6 +78,7 @@ fn wanted(name: &str, data_type: &DataType) -> Result<ColumnType> {
         Utf8 | LargeUtf8 | Utf8View => ColumnType::Utf8,
         Dictionary(_, value) if matches!(**value, Utf8 | LargeUtf8 | Utf8View) => ColumnType::Utf8,
         Date32 | Date64 | Timestamp(..) => DATE,
+        Struct(fields) if is_point(fields) => ColumnType::GeoPoint,
         List(item) | LargeList(item) | FixedSizeList(item, _) => {
             match wanted(name, item.data_type())? {
                 ColumnType::List(_) => return Err(refused(name, "a list of lists has no column")),
@@ -95,7 +96,14 @@ fn wanted(name: &str, data_type: &DataType) -> Result<ColumnType> {
     })
 }
 
-/// The columns of `batch` by dotted name, structs flattened, `_id` apart.
+/// Whether a struct's fields are a point's: `lat` and `lon`, numbers.
+fn is_point(fields: &arrow::datatypes::Fields) -> bool {
+    let mut names: Vec<&str> = fields.iter().map(|f| f.name().as_str()).collect();
+    names.sort_unstable();
+    names == ["lat", "lon"] && fields.iter().all(|f| f.data_type().is_floating())
+}
+
+/// The columns of `batch` by dotted name, structs flattened (but points), `_id` apart.
 fn incoming(batch: &RecordBatch) -> Result<(Vec<Incoming>, Option<ArrayRef>)> {
     let mut out = Vec::new();
     let mut id = None;
@@ -113,7 +121,7 @@ fn incoming(batch: &RecordBatch) -> Result<(Vec<Incoming>, Option<ArrayRef>)> {
         }
         check_name_of_field(&name)?;
         match values.data_type() {
-            DataType::Struct(fields) => {
+            DataType::Struct(fields) if !is_point(fields) => {
                 let parent = values.as_struct();
                 for (field, child) in fields.iter().zip(parent.columns()) {
                     // A null struct makes its fields null.
@@ -158,6 +166,8 @@ fn widened(current: &ColumnType, incoming: &ColumnType) -> Option<ColumnType> {
     use ColumnType::*;
     match (current, incoming) {
         (a, b) if a == b => None,
+        // A vector or a point column keeps its type: its values are read as such, or refused.
+        (Vector { .. } | GeoPoint, _) => None,
         // A column of one value meeting lists: a list of its type, widened to fit.
         (List(item), List(other)) => widened(item, other).map(|t| List(Box::new(t))),
         (List(item), other) => widened(item, other).map(|t| List(Box::new(t))),

@@ -278,3 +278,80 @@ async fn a_batch_with_an_id_twice_or_a_null_id_is_refused_whole() {
         "{missing:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vectors_and_points_go_to_the_columns_declared_for_them() {
+    use arrow::array::{FixedSizeListArray, Float64Array};
+    let t = TestEngine::open().await;
+    let origin = Origin::system();
+    let mappings = json!({"properties": {
+        "v": {"type": "knn_vector", "dimension": 2},
+        "loc": {"type": "geo_point"},
+    }});
+    t.engine
+        .create_dataset(
+            &t.root,
+            "places",
+            crate::documents::mapping::declared_columns(&mappings, false).unwrap(),
+            &[],
+            &origin,
+        )
+        .await
+        .unwrap();
+    let vectors = FixedSizeListArray::from_iter_primitive::<arrow::datatypes::Float32Type, _, _>(
+        [Some([Some(1.0), Some(0.0)]), Some([Some(0.0), Some(1.0)])],
+        2,
+    );
+    let points = StructArray::new(
+        Fields::from(vec![
+            Field::new("lat", DataType::Float64, true),
+            Field::new("lon", DataType::Float64, true),
+        ]),
+        vec![
+            Arc::new(Float64Array::from(vec![45.76, 59.91])) as ArrayRef,
+            Arc::new(Float64Array::from(vec![4.84, 10.75])),
+        ],
+        None,
+    );
+    let batch = batch_of(vec![
+        ("_id", Arc::new(StringArray::from(vec!["lyon", "oslo"]))),
+        ("v", Arc::new(vectors)),
+        ("loc", Arc::new(points)),
+    ]);
+    t.engine
+        .ingest_batch(&t.root, "places", &batch, &origin)
+        .await
+        .unwrap();
+    let search = |body: Value| {
+        let engine = t.engine.clone();
+        let root = t.root.clone();
+        async move {
+            let found = engine
+                .search_dataset(&root, Some("places"), &body, &SearchOptions::default())
+                .await
+                .unwrap();
+            found
+                .hits
+                .iter()
+                .map(|h| h.id.clone().unwrap())
+                .collect::<Vec<_>>()
+        }
+    };
+    let nearest = search(json!({"knn": {"field": "v", "query_vector": [0.9, 0.1], "k": 1}})).await;
+    assert_eq!(nearest, ["lyon"]);
+    let near_oslo = search(json!({"query": {"geo_distance": {
+        "distance": "50km", "loc": {"lat": 59.9, "lon": 10.7}
+    }}}))
+    .await;
+    assert_eq!(near_oslo, ["oslo"]);
+    let columns = t.sql(&t.root, "DESCRIBE places").await.unwrap();
+    let mapping = |name: &str| {
+        columns
+            .iter()
+            .find(|c| c["column"] == name)
+            .map(|c| c["mapping"].clone())
+            .unwrap()
+    };
+    assert_eq!(mapping("v"), json!("knn_vector"));
+    assert_eq!(mapping("loc"), json!("geo_point"));
+}
