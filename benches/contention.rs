@@ -29,6 +29,7 @@
 #[allow(dead_code)]
 mod generator;
 mod logs;
+#[allow(dead_code)]
 mod platform;
 #[allow(dead_code)]
 mod server;

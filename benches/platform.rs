@@ -47,6 +47,15 @@ impl Platform {
         }
     }
 
+    /// A client signing with the keys of another user.
+    pub fn with_keys(server: &Server, access_key: &str, secret_key: &str) -> Platform {
+        Platform {
+            http: reqwest::Client::new(),
+            base: server.platform_url.clone(),
+            keys: (access_key.to_owned(), secret_key.to_owned()),
+        }
+    }
+
     /// Sends a signed request; it must succeed. Its status and body.
     pub async fn send_raw(
         &self,

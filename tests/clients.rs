@@ -76,3 +76,14 @@ fn opensearch_py_ingests_searches_pages_counts_and_msearches() {
         "opensearch client: ok",
     );
 }
+
+#[test]
+fn botocore_governs_users_and_roles_in_yaml() {
+    run_platform_client(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/clients/governance_client.py"
+        ),
+        "governance client: ok",
+    );
+}

@@ -211,6 +211,32 @@ async fn a_killed_owners_databases_move_to_the_other_node_with_every_acknowledge
         assert_eq!(listed.node.as_deref(), Some(default_owner.as_str()));
     }
 
+    // Governance holds on every node from the moment it is acknowledged: a user created through
+    // one node rotates its keys through the other; both refuse the old pair at once.
+    let user = json!({"Version": "2025-01-01", "Password": "correct-horse-battery", "Roles": []});
+    let created = platform_b.send("PUT", "/user/ann", Some(&user)).await;
+    assert_eq!(created.status, 200, "{created:?}");
+    let keys = |answer: &common::Answer| common::Credentials {
+        access_key: answer.body["access_key"].as_str().unwrap().to_owned(),
+        secret_key: answer.body["secret_key"].as_str().unwrap().to_owned(),
+    };
+    let old = keys(&created);
+    let rotated = common::Signed::new(&a, &old)
+        .send("PATCH", "/user/ann/keys", None)
+        .await;
+    assert_eq!(rotated.status, 200, "{rotated:?}");
+    let new = keys(&rotated);
+    for server in [&a, &b] {
+        let refused = common::Signed::new(server, &old)
+            .send("GET", "/user/ann", None)
+            .await;
+        assert_eq!(refused.status, 401, "{refused:?}");
+        let served = common::Signed::new(server, &new)
+            .send("GET", "/user/ann", None)
+            .await;
+        assert_eq!(served.status, 200, "{served:?}");
+    }
+
     // Writers on every database through both nodes; a is killed while they write.
     let stop = Arc::new(AtomicBool::new(false));
     let killed_at = Arc::new(AtomicU64::new(0));

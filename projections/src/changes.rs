@@ -89,6 +89,46 @@ pub fn body_json(body: Option<&Body>) -> Result<Value> {
             "root": b.root,
             "roles": b.roles,
         }),
+        // Nor does a password's hash, nor a rotated secret.
+        Some(Body::UserChanged(b)) => json!({
+            "account": b.account,
+            "name": b.name,
+            "roles": b.roles,
+            "password_set": !b.password_hash.is_empty(),
+        }),
+        Some(Body::UserKeysRotated(b)) => json!({
+            "account": b.account,
+            "name": b.name,
+            "old_access_key": b.old_access_key,
+            "access_key": b.access_key,
+        }),
+        Some(Body::UserDeleted(b)) => json!({"account": b.account, "name": b.name}),
+        Some(Body::RoleSet(b)) => json!({
+            "account": b.account,
+            "name": b.name,
+            "version": b.version,
+            "permissions": b.permissions.iter().map(|p| json!({
+                "resource_type": p.resource_type,
+                "actions": p.actions,
+                "resources": p.resources,
+                "fields": p.fields.as_ref().map(|f| json!({
+                    "allow": f.has_allow.then_some(&f.allow),
+                    "deny": f.deny,
+                    "mask": f.mask.iter().map(|m| (m.field.clone(), Value::from(m.mask.clone())))
+                        .collect::<serde_json::Map<_, _>>(),
+                })),
+                "filter": (!p.filter_json.is_empty()).then(|| {
+                    serde_json::from_str::<Value>(&p.filter_json)
+                        .unwrap_or_else(|_| Value::from(p.filter_json.clone()))
+                }),
+            })).collect::<Vec<_>>(),
+            "notifications": b.notifications.iter().map(|n| json!({
+                "kind": n.kind,
+                "actions": n.actions,
+                "resources": n.resources,
+            })).collect::<Vec<_>>(),
+        }),
+        Some(Body::RoleDeleted(b)) => json!({"account": b.account, "name": b.name}),
         Some(Body::DatabaseCreated(b)) => json!({
             "account": b.account,
             "name": b.name,

@@ -46,7 +46,132 @@ pub struct User {
     pub sealed_secret: Vec<u8>,
     pub root: bool,
     pub roles: Vec<String>,
+    /// The PHC string of the console password's hash; `None` for a user without a password.
+    #[serde(default)]
+    pub password_hash: Option<String>,
     pub created_at_micros: i64,
+}
+
+/// A role of an account: what the users that hold it may do (see `RoleSet`). Its entries are
+/// kept as the document gave them; the engine validated them before it wrote the event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Role {
+    pub account: String,
+    pub name: String,
+    pub version: String,
+    pub permissions: Vec<RolePermission>,
+    pub notifications: Vec<NotificationPermission>,
+    pub updated_at_micros: i64,
+}
+
+/// One entry of a role's Permissions.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RolePermission {
+    pub resource_type: String,
+    pub actions: Vec<String>,
+    pub resources: Vec<String>,
+    pub fields: Option<FieldSecurity>,
+    /// A Query DSL query as JSON text.
+    pub filter_json: Option<String>,
+}
+
+/// The Fields block of a record entry.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldSecurity {
+    pub allow: Option<Vec<String>>,
+    pub deny: Vec<String>,
+    /// Field pattern and mask ("redact", "nullify", "remove"), in the document's order.
+    pub mask: Vec<(String, String)>,
+}
+
+/// One entry of a role's Notifications: `kind` is Monitor, Channel or Config.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotificationPermission {
+    pub kind: String,
+    pub actions: Vec<String>,
+    pub resources: Vec<String>,
+}
+
+impl Role {
+    fn from_event(set: &strata_log::event::RoleSet, at: i64) -> Role {
+        let some = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+        Role {
+            account: set.account.clone(),
+            name: set.name.clone(),
+            version: set.version.clone(),
+            permissions: set
+                .permissions
+                .iter()
+                .map(|p| RolePermission {
+                    resource_type: p.resource_type.clone(),
+                    actions: p.actions.clone(),
+                    resources: p.resources.clone(),
+                    fields: p.fields.as_ref().map(|f| FieldSecurity {
+                        allow: f.has_allow.then(|| f.allow.clone()),
+                        deny: f.deny.clone(),
+                        mask: f
+                            .mask
+                            .iter()
+                            .map(|m| (m.field.clone(), m.mask.clone()))
+                            .collect(),
+                    }),
+                    filter_json: some(&p.filter_json),
+                })
+                .collect(),
+            notifications: set
+                .notifications
+                .iter()
+                .map(|n| NotificationPermission {
+                    kind: n.kind.clone(),
+                    actions: n.actions.clone(),
+                    resources: n.resources.clone(),
+                })
+                .collect(),
+            updated_at_micros: at,
+        }
+    }
+
+    /// The event that sets this role (the inverse of reading one).
+    pub fn to_event(&self) -> strata_log::event::RoleSet {
+        use strata_log::event as e;
+        e::RoleSet {
+            account: self.account.clone(),
+            name: self.name.clone(),
+            version: self.version.clone(),
+            permissions: self
+                .permissions
+                .iter()
+                .map(|p| e::RolePermission {
+                    resource_type: p.resource_type.clone(),
+                    actions: p.actions.clone(),
+                    resources: p.resources.clone(),
+                    fields: p.fields.as_ref().map(|f| e::FieldSecurity {
+                        has_allow: f.allow.is_some(),
+                        allow: f.allow.clone().unwrap_or_default(),
+                        deny: f.deny.clone(),
+                        mask: f
+                            .mask
+                            .iter()
+                            .map(|(field, mask)| e::FieldMask {
+                                field: field.clone(),
+                                mask: mask.clone(),
+                            })
+                            .collect(),
+                    }),
+                    filter_json: p.filter_json.clone().unwrap_or_default(),
+                })
+                .collect(),
+            notifications: self
+                .notifications
+                .iter()
+                .map(|n| e::NotificationPermission {
+                    kind: n.kind.clone(),
+                    actions: n.actions.clone(),
+                    resources: n.resources.clone(),
+                })
+                .collect(),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,12 +239,44 @@ pub struct ControlState {
     pub databases: BTreeMap<(String, String), Database>,
     /// Platform users, by access key.
     pub users: BTreeMap<String, User>,
+    /// Roles, by (account, role name).
+    pub roles: BTreeMap<(String, String), Role>,
 }
 
 impl ControlState {
     /// The root user of `account`, if it has one.
     pub fn root_user(&self, account: &str) -> Option<&User> {
         self.users.values().find(|u| u.account == account && u.root)
+    }
+
+    /// The user `name` of `account`.
+    pub fn user(&self, account: &str, name: &str) -> Option<&User> {
+        self.users
+            .values()
+            .find(|u| u.account == account && u.name == name)
+    }
+
+    /// The users of `account`, in name order.
+    pub fn users_of(&self, account: &str) -> Vec<&User> {
+        let mut users: Vec<&User> = self
+            .users
+            .values()
+            .filter(|u| u.account == account)
+            .collect();
+        users.sort_by(|a, b| a.name.cmp(&b.name));
+        users
+    }
+
+    pub fn role(&self, account: &str, name: &str) -> Option<&Role> {
+        self.roles.get(&(account.to_owned(), name.to_owned()))
+    }
+
+    /// The roles of `account`, in name order.
+    pub fn roles_of<'a>(&'a self, account: &'a str) -> impl Iterator<Item = &'a Role> {
+        self.roles
+            .range((account.to_owned(), String::new())..)
+            .take_while(move |((owner, _), _)| owner == account)
+            .map(|(_, role)| role)
     }
 
     pub fn database(&self, account: &str, name: &str) -> Option<&Database> {
@@ -204,10 +361,67 @@ impl ControlState {
                         sealed_secret: created.sealed_secret.to_vec(),
                         root: created.root,
                         roles: created.roles.clone(),
+                        password_hash: (!created.password_hash.is_empty())
+                            .then(|| created.password_hash.clone()),
                         created_at_micros: at,
                     },
                 );
                 vec![RecordKey::User(created.access_key.clone())]
+            }
+            Body::UserChanged(changed) => {
+                let Some(user) = self
+                    .users
+                    .values_mut()
+                    .find(|u| u.account == changed.account && u.name == changed.name)
+                else {
+                    return Vec::new();
+                };
+                user.roles = changed.roles.clone();
+                user.password_hash =
+                    (!changed.password_hash.is_empty()).then(|| changed.password_hash.clone());
+                vec![RecordKey::User(user.access_key.clone())]
+            }
+            Body::UserKeysRotated(rotated) => {
+                let old = &rotated.old_access_key;
+                match self.users.get(old) {
+                    Some(u) if u.account == rotated.account && u.name == rotated.name => {}
+                    // Applied already, or about another user: nothing to do.
+                    _ => return Vec::new(),
+                }
+                let Some(mut user) = self.users.remove(old) else {
+                    return Vec::new();
+                };
+                user.access_key = rotated.access_key.clone();
+                user.sealed_secret = rotated.sealed_secret.to_vec();
+                self.users.insert(rotated.access_key.clone(), user);
+                vec![
+                    RecordKey::User(old.clone()),
+                    RecordKey::User(rotated.access_key.clone()),
+                ]
+            }
+            Body::UserDeleted(deleted) => {
+                let gone: Vec<String> = self
+                    .users
+                    .values()
+                    .filter(|u| u.account == deleted.account && u.name == deleted.name)
+                    .map(|u| u.access_key.clone())
+                    .collect();
+                for key in &gone {
+                    self.users.remove(key);
+                }
+                gone.into_iter().map(RecordKey::User).collect()
+            }
+            Body::RoleSet(set) => {
+                let key = (set.account.clone(), set.name.clone());
+                self.roles.insert(key.clone(), Role::from_event(set, at));
+                vec![RecordKey::Role(key)]
+            }
+            Body::RoleDeleted(deleted) => {
+                let key = (deleted.account.clone(), deleted.name.clone());
+                match self.roles.remove(&key) {
+                    Some(_) => vec![RecordKey::Role(key)],
+                    None => Vec::new(),
+                }
             }
             Body::DatabaseCreated(created) => {
                 let key = (created.account.clone(), created.name.clone());
@@ -283,6 +497,7 @@ enum RecordKey {
     Key(String),
     Database((String, String)),
     User(String),
+    Role((String, String)),
 }
 
 impl RecordKey {
@@ -292,6 +507,7 @@ impl RecordKey {
             RecordKey::Key(id) => format!("k/{id}"),
             RecordKey::Database((account, name)) => format!("d/{account}/{name}"),
             RecordKey::User(access_key) => format!("u/{access_key}"),
+            RecordKey::Role((account, name)) => format!("r/{account}/{name}"),
         }
     }
 }
@@ -322,6 +538,11 @@ impl ControlProjection {
         }
         for user in store::scan::<User>(&tree, "u/")? {
             state.users.insert(user.access_key.clone(), user);
+        }
+        for role in store::scan::<Role>(&tree, "r/")? {
+            state
+                .roles
+                .insert((role.account.clone(), role.name.clone()), role);
         }
         let checkpoint = store::load_checkpoint(&tree)?;
         Ok(ControlProjection {
@@ -372,6 +593,10 @@ impl Projection for ControlProjection {
                     Some(user) => writes.put(&text, user)?,
                     None => writes.delete(&text),
                 },
+                RecordKey::Role(pair) => match next.roles.get(pair) {
+                    Some(role) => writes.put(&text, role)?,
+                    None => writes.delete(&text),
+                },
             }
         }
         writes.commit(&self.tree, checkpoint)?;
@@ -388,7 +613,9 @@ impl Projection for ControlProjection {
 #[cfg(test)]
 mod tests {
     use strata_log::event::{
-        AccountCreated, DatabaseCreated, DatabaseDeleted, DatabasePurged, PaymentMethodSet,
+        AccountCreated, DatabaseCreated, DatabaseDeleted, DatabasePurged, FieldMask, FieldSecurity,
+        NotificationPermission, PaymentMethodSet, RoleDeleted, RolePermission, RoleSet,
+        UserChanged, UserCreated, UserDeleted, UserKeysRotated,
     };
 
     use super::*;
@@ -437,7 +664,76 @@ mod tests {
                 name: "one".into(),
                 database_id: "id1".into(),
             })),
+            at(Body::UserCreated(UserCreated {
+                account: "acme".into(),
+                name: "ann".into(),
+                access_key: "AK1".into(),
+                sealed_secret: vec![1].into(),
+                root: false,
+                roles: vec!["readers".into()],
+                password_hash: "$argon2id$x".into(),
+            })),
+            at(Body::UserCreated(UserCreated {
+                account: "acme".into(),
+                name: "bob".into(),
+                access_key: "AK2".into(),
+                sealed_secret: vec![2].into(),
+                root: false,
+                roles: Vec::new(),
+                password_hash: String::new(),
+            })),
+            at(Body::UserKeysRotated(UserKeysRotated {
+                account: "acme".into(),
+                name: "ann".into(),
+                old_access_key: "AK1".into(),
+                access_key: "AK3".into(),
+                sealed_secret: vec![3].into(),
+            })),
+            at(Body::UserChanged(UserChanged {
+                account: "acme".into(),
+                name: "ann".into(),
+                roles: vec!["readers".into(), "writers".into()],
+                password_hash: "$argon2id$y".into(),
+            })),
+            at(Body::UserDeleted(UserDeleted {
+                account: "acme".into(),
+                name: "bob".into(),
+            })),
+            at(Body::RoleSet(role("readers"))),
+            at(Body::RoleSet(role("writers"))),
+            at(Body::RoleDeleted(RoleDeleted {
+                account: "acme".into(),
+                name: "writers".into(),
+            })),
         ]
+    }
+
+    fn role(name: &str) -> RoleSet {
+        RoleSet {
+            account: "acme".into(),
+            name: name.into(),
+            version: "2025-01-01".into(),
+            permissions: vec![RolePermission {
+                resource_type: "record".into(),
+                actions: vec!["read".into()],
+                resources: vec!["logs-*".into()],
+                fields: Some(FieldSecurity {
+                    has_allow: false,
+                    allow: Vec::new(),
+                    deny: vec!["secret_*".into()],
+                    mask: vec![FieldMask {
+                        field: "email".into(),
+                        mask: "redact".into(),
+                    }],
+                }),
+                filter_json: r#"{"term":{"team":"a"}}"#.into(),
+            }],
+            notifications: vec![NotificationPermission {
+                kind: "Monitor".into(),
+                actions: vec!["read".into()],
+                resources: vec!["team-*".into()],
+            }],
+        }
     }
 
     #[test]
@@ -496,6 +792,22 @@ mod tests {
         );
         assert_eq!(state.databases_of("acme").count(), 1);
         assert_eq!(state.databases_of("other").count(), 0);
+        // Ann's keys rotated: the old access key is gone, the new one is hers; Bob is deleted.
+        assert!(!state.users.contains_key("AK1") && !state.users.contains_key("AK2"));
+        let ann = state.user("acme", "ann").unwrap();
+        assert_eq!(ann.access_key, "AK3");
+        assert_eq!(ann.sealed_secret, vec![3]);
+        assert_eq!(ann.roles, ["readers", "writers"]);
+        assert_eq!(ann.password_hash.as_deref(), Some("$argon2id$y"));
+        assert_eq!(state.users_of("acme").len(), 1);
+        let names: Vec<&str> = state.roles_of("acme").map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["readers"]);
+        let readers = state.role("acme", "readers").unwrap();
+        assert_eq!(readers.to_event(), role("readers"));
+        assert_eq!(
+            readers.permissions[0].fields.as_ref().unwrap().mask,
+            [("email".to_owned(), "redact".to_owned())]
+        );
     }
 
     #[test]

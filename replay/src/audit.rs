@@ -175,6 +175,53 @@ fn ids(row_ids: &[u64]) -> String {
     text
 }
 
+/// A role's grants in one line: `record:read on logs-* (fields: deny secret_*; filter ...)`.
+fn grants_text(role: &strata_log::event::RoleSet) -> String {
+    let mut entries: Vec<String> = role
+        .permissions
+        .iter()
+        .map(|p| {
+            let mut text = format!(
+                "{}:{} on {}",
+                p.resource_type,
+                p.actions.join("|"),
+                p.resources.join(",")
+            );
+            let mut limits = Vec::new();
+            if let Some(fields) = &p.fields {
+                if fields.has_allow {
+                    limits.push(format!("allow {}", fields.allow.join(",")));
+                }
+                if !fields.deny.is_empty() {
+                    limits.push(format!("deny {}", fields.deny.join(",")));
+                }
+                for mask in &fields.mask {
+                    limits.push(format!("{} {}", mask.mask, mask.field));
+                }
+            }
+            if !p.filter_json.is_empty() {
+                limits.push(format!("filter {}", p.filter_json));
+            }
+            if !limits.is_empty() {
+                text.push_str(&format!(" ({})", limits.join("; ")));
+            }
+            text
+        })
+        .collect();
+    entries.extend(role.notifications.iter().map(|n| {
+        format!(
+            "{}:{} on {}",
+            n.kind,
+            n.actions.join("|"),
+            n.resources.join(",")
+        )
+    }));
+    match entries.is_empty() {
+        true => "no grants".to_owned(),
+        false => entries.join("; "),
+    }
+}
+
 fn describe(event: &Envelope) -> Change {
     let (mut account, mut database, mut table) = split(&event.partition);
     let detail = match &event.body {
@@ -203,6 +250,29 @@ fn describe(event: &Envelope) -> Change {
                     b.name, b.access_key, b.roles
                 ),
             }
+        }
+        Some(Body::UserChanged(b)) => {
+            account = Some(b.account.clone());
+            format!("user {} now has roles {:?}", b.name, b.roles)
+        }
+        Some(Body::UserKeysRotated(b)) => {
+            account = Some(b.account.clone());
+            format!(
+                "user {} rotated its keys: access key {} replaces {}",
+                b.name, b.access_key, b.old_access_key
+            )
+        }
+        Some(Body::UserDeleted(b)) => {
+            account = Some(b.account.clone());
+            format!("user {} deleted", b.name)
+        }
+        Some(Body::RoleSet(b)) => {
+            account = Some(b.account.clone());
+            format!("role {} set: {}", b.name, grants_text(b))
+        }
+        Some(Body::RoleDeleted(b)) => {
+            account = Some(b.account.clone());
+            format!("role {} deleted", b.name)
         }
         Some(Body::DatabaseCreated(b)) => {
             (account, database) = (Some(b.account.clone()), Some(b.name.clone()));

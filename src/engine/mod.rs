@@ -26,7 +26,7 @@ mod tables;
 pub use data_plane::search;
 use data_plane::{catalog, changes, table};
 pub use platform::promql;
-use platform::{access, aliases, datasets, ingest, query_dsl, samples, sql, users};
+use platform::{access, aliases, datasets, governance, ingest, query_dsl, samples, sql, users};
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
@@ -48,6 +48,7 @@ pub use self::{
     changes::{Change, ChangeStream, StreamStart},
     control::{DatabaseInfo, KeyInfo, Principal, StorageRequest},
     datasets::{DEFAULT_DATABASE, DatasetInfo, ID_FIELD, TIMESTAMP_FIELD, check_name},
+    governance::{IssuedKeys, RoleDoc, UserDoc, UserInfo, verify_password},
     ingest::{BulkItem, DeleteLimits, Deleted, EnrichPolicy, Outcome},
     leader::Origin,
     placement::{CONTROL, database_key},
@@ -134,6 +135,9 @@ pub struct Engine {
     seal: crate::seal::SealKey,
     /// This node's membership of the cluster of its log (Kafka logs only).
     cluster: std::sync::OnceLock<crate::cluster::Membership>,
+    /// When the last completed catch-up with the control partition began (see
+    /// [`Engine::control_current`]); its lock lets one catch-up serve the requests waiting.
+    control_checked: tokio::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -206,6 +210,7 @@ impl Engine {
             metrics,
             streams: tokio::sync::watch::channel(false).0,
             cluster: std::sync::OnceLock::new(),
+            control_checked: tokio::sync::Mutex::new(None),
             seal,
         });
         engine.resume_purges();

@@ -123,6 +123,22 @@ impl Engine {
         Ok(())
     }
 
+    /// Waits until this node's control projection has applied everything the control partition
+    /// held when the call began: a key rotated, a user deleted or a role changed through
+    /// another node before then applies here. Concurrent callers share one catch-up: a
+    /// catch-up that began after a caller arrived serves it.
+    pub(super) async fn control_current(&self) -> Result<()> {
+        let arrived = std::time::Instant::now();
+        let mut checked = self.control_checked.lock().await;
+        if checked.is_some_and(|began| began >= arrived) {
+            return Ok(());
+        }
+        let began = std::time::Instant::now();
+        self.catch_up_control().await?;
+        *checked = Some(began);
+        Ok(())
+    }
+
     /// Waits until this node's control projection has applied everything in the control
     /// partition now.
     pub(super) async fn catch_up_control(&self) -> Result<()> {

@@ -10,9 +10,12 @@ mod data_plane;
 mod documents;
 pub mod error;
 mod forward;
+mod governance;
 mod inflight;
 mod panics;
 mod platform;
+
+pub use platform::ROUTES as PLATFORM_ROUTES;
 mod promql;
 mod samples;
 mod search;
@@ -65,20 +68,25 @@ impl AppState {
 pub struct RequestId(pub String);
 
 /// What every platform handler starts from: the server's state, who signed the request (its
-/// signature checked by the platform's middleware), and the request's id.
+/// signature checked by the platform's middleware), and the request's id. A user that holds no
+/// grant at all is refused here, 403, whatever the route: no role, no access. Only the routes
+/// such a user may still use (its own user, its own keys) take [`SignedUser`] instead.
 pub struct Signed {
     pub state: AppState,
     pub principal: PlatformPrincipal,
     pub request_id: RequestId,
 }
 
-impl axum::extract::FromRequestParts<AppState> for Signed {
+/// Who signed the request, whatever it may do.
+pub struct SignedUser(pub Signed);
+
+impl axum::extract::FromRequestParts<AppState> for SignedUser {
     type Rejection = error::PlatformError;
 
     async fn from_request_parts(
         parts: &mut axum::http::request::Parts,
         state: &AppState,
-    ) -> Result<Signed, Self::Rejection> {
+    ) -> Result<SignedUser, Self::Rejection> {
         let missing = |what: &str| error::PlatformError {
             operation: "request",
             error: crate::error::Error::Internal(format!("the request has no {what}")),
@@ -93,11 +101,28 @@ impl axum::extract::FromRequestParts<AppState> for Signed {
             .get::<RequestId>()
             .cloned()
             .ok_or_else(|| missing("id"))?;
-        Ok(Signed {
+        Ok(SignedUser(Signed {
             state: state.clone(),
             principal,
             request_id,
-        })
+        }))
+    }
+}
+
+impl axum::extract::FromRequestParts<AppState> for Signed {
+    type Rejection = error::PlatformError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &AppState,
+    ) -> Result<Signed, Self::Rejection> {
+        let SignedUser(signed) = SignedUser::from_request_parts(parts, state).await?;
+        signed
+            .state
+            .engine
+            .authorize_any(&signed.principal)
+            .map_err(error::PlatformError::of("request"))?;
+        Ok(signed)
     }
 }
 

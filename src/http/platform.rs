@@ -15,13 +15,13 @@ use axum::{
     http::{HeaderName, HeaderValue, Method, Uri},
     middleware::{self, Next},
     response::{IntoResponse, Response},
-    routing::{get, post, put},
+    routing::MethodRouter,
 };
 use serde_json::json;
 
 use super::{
-    AppState, Signed, aliases, body::PathName, documents, error::PlatformError, forward, health,
-    promql, samples, sql,
+    AppState, Signed, aliases, body::PathName, documents, error::PlatformError, forward,
+    governance, health, promql, samples, sql,
 };
 use crate::{
     engine::{Action, DEFAULT_DATABASE, PlatformPrincipal, database_key},
@@ -34,143 +34,121 @@ pub const API_VERSION: &str = "2025-06-30";
 
 static ELASTIC_PRODUCT: HeaderName = HeaderName::from_static("x-elastic-product");
 
-/// Prometheus' query API under `prefix` (it is served at /promql and at /api/v1).
-fn promql_routes(prefix: &str) -> Router<AppState> {
-    Router::new()
-        .route(
-            &format!("{prefix}/query"),
-            get(promql::query).post(promql::query),
-        )
-        .route(
-            &format!("{prefix}/query_range"),
-            get(promql::query_range).post(promql::query_range),
-        )
-        .route(
-            &format!("{prefix}/labels"),
-            get(promql::labels).post(promql::labels),
-        )
-        .route(
-            &format!("{prefix}/label/{{name}}/values"),
-            get(promql::label_values),
-        )
-        .route(
-            &format!("{prefix}/series"),
-            get(promql::series).post(promql::series),
-        )
-        .route(
-            &format!("{prefix}/status/buildinfo"),
-            get(promql::buildinfo),
-        )
+/// Every platform route: its path, and each method with its handler. The router is built from
+/// it, and [`ROUTES`] lists it for the test that walks every route (a route added without an
+/// authorization check fails it).
+macro_rules! route_table {
+    ($($path:literal => { $($method:ident: $handler:expr),+ $(,)? }),+ $(,)?) => {
+        /// Every route of the platform API, with its methods.
+        pub const ROUTES: &[(&str, &[&str])] = &[$(($path, &[$(stringify!($method)),+])),+];
+
+        fn table() -> Router<AppState> {
+            Router::new()$(.route($path, MethodRouter::new()$(.$method($handler))+))+
+        }
+    };
+}
+
+route_table! {
+    "/health" => {get: health, put: reserved_name},
+    "/" => {get: cluster_info},
+    "/{name}" => {
+        get: list_datasets,
+        put: create_dataset,
+        delete: delete_dataset,
+        patch: documents::delete_by_query,
+    },
+    "/{name}/metadata" => {get: dataset_info},
+    "/{name}/json" => {post: documents::dataset_bulk},
+    "/{name}/metrics" => {post: samples::post_metrics},
+    "/api/v1/write" => {post: samples::remote_write},
+    "/{name}/_bulk" => {post: documents::dataset_bulk, put: documents::dataset_bulk},
+    "/_bulk" => {post: documents::bulk, put: documents::bulk},
+    "/_mapping" => {get: mappings, put: create_reserved},
+    "/_search" => {
+        get: documents::search_all,
+        post: documents::search_all,
+        put: create_reserved,
+    },
+    "/_msearch" => {get: documents::msearch, post: documents::msearch, put: create_reserved},
+    "/{name}/_msearch" => {get: documents::msearch, post: documents::msearch},
+    "/{name}/_search" => {get: documents::search, post: documents::search},
+    "/{name}/querydsl" => {get: documents::search},
+    "/{name}/enrich_dataset" => {post: documents::enrich},
+    "/{name}/_doc" => {post: documents::post_doc},
+    "/{name}/_doc/{id}" => {
+        get: documents::get_doc,
+        put: documents::put_doc,
+        post: documents::put_doc,
+        delete: documents::delete_doc,
+    },
+    "/{name}/_update/{id}" => {post: documents::put_doc},
+    "/{name}/_create/{id}" => {put: documents::put_doc, post: documents::put_doc},
+    "/{name}/_delete_by_query" => {post: documents::es_delete_by_query},
+    "/{name}/_count" => {get: documents::count, post: documents::count},
+    "/{name}/_mapping" => {get: mappings, put: put_mapping, post: put_mapping},
+    "/{name}/_settings" => {get: settings, put: put_settings},
+    "/_cluster/health" => {get: cluster_health},
+    "/_cluster/health/{pattern}" => {get: cluster_health},
+    "/_cat/indices" => {get: cat_indices},
+    "/_cat/indices/{pattern}" => {get: cat_indices},
+    "/sql" => {get: sql::sql, post: sql::sql, put: create_reserved},
+    "/_sql" => {post: sql::sql, put: create_reserved},
+    "/{name}/sql" => {post: sql::dataset_sql},
+    // Prometheus' query API, at /promql and at /api/v1.
+    "/promql/query" => {get: promql::query, post: promql::query},
+    "/promql/query_range" => {get: promql::query_range, post: promql::query_range},
+    "/promql/labels" => {get: promql::labels, post: promql::labels},
+    "/promql/label/{name}/values" => {get: promql::label_values},
+    "/promql/series" => {get: promql::series, post: promql::series},
+    "/promql/status/buildinfo" => {get: promql::buildinfo},
+    "/api/v1/query" => {get: promql::query, post: promql::query},
+    "/api/v1/query_range" => {get: promql::query_range, post: promql::query_range},
+    "/api/v1/labels" => {get: promql::labels, post: promql::labels},
+    "/api/v1/label/{name}/values" => {get: promql::label_values},
+    "/api/v1/series" => {get: promql::series, post: promql::series},
+    "/api/v1/status/buildinfo" => {get: promql::buildinfo},
+    "/{name}/promql" => {get: promql::dataset_query},
+    "/api/v1/metadata" => {get: promql::metadata},
+    "/api/v1/query_exemplars" => {get: promql::exemplars, post: promql::exemplars},
+    "/_cat/aliases" => {get: aliases::cat_aliases},
+    "/_cat/aliases/{name}" => {get: aliases::cat_aliases},
+    "/_aliases" => {get: aliases::get_aliases, post: aliases::post_aliases},
+    "/_alias" => {get: aliases::get_aliases},
+    "/_alias/{name}" => {get: aliases::get_aliases},
+    "/{index}/_alias" => {get: aliases::get_aliases},
+    "/{index}/_aliases" => {get: aliases::get_aliases},
+    "/{index}/_alias/{name}" => {
+        get: aliases::get_aliases,
+        put: aliases::put_alias,
+        post: aliases::put_alias,
+        delete: aliases::delete_alias,
+    },
+    "/{index}/_aliases/{name}" => {
+        get: aliases::get_aliases,
+        put: aliases::put_alias,
+        post: aliases::put_alias,
+        delete: aliases::delete_alias,
+    },
+    // Governance (YAML).
+    "/user/{name}" => {
+        get: governance::get_user,
+        put: governance::put_user,
+        patch: governance::patch_user,
+        delete: governance::delete_user,
+    },
+    "/user/{name}/keys" => {patch: governance::rotate_keys},
+    "/users" => {get: governance::list_users},
+    "/role/{name}" => {
+        get: governance::get_role,
+        put: governance::put_role,
+        patch: governance::patch_role,
+        delete: governance::delete_role,
+    },
+    "/roles" => {get: governance::list_roles},
 }
 
 pub fn routes(state: AppState) -> Router {
-    Router::new()
-        .route("/health", get(health).put(create_reserved))
-        .route("/", get(cluster_info))
-        .route(
-            "/{name}",
-            get(list_datasets)
-                .put(create_dataset)
-                .delete(delete_dataset)
-                .patch(documents::delete_by_query),
-        )
-        .route("/{name}/metadata", get(dataset_info))
-        .route("/{name}/json", post(documents::dataset_bulk))
-        .route("/{name}/metrics", post(samples::post_metrics))
-        .route("/api/v1/write", post(samples::remote_write))
-        .route(
-            "/{name}/_bulk",
-            post(documents::dataset_bulk).put(documents::dataset_bulk),
-        )
-        .route("/_bulk", post(documents::bulk).put(documents::bulk))
-        .route("/_mapping", get(mappings).put(create_reserved))
-        .route(
-            "/_search",
-            get(documents::search_all)
-                .post(documents::search_all)
-                .put(create_reserved),
-        )
-        .route(
-            "/_msearch",
-            get(documents::msearch)
-                .post(documents::msearch)
-                .put(create_reserved),
-        )
-        .route(
-            "/{name}/_msearch",
-            get(documents::msearch).post(documents::msearch),
-        )
-        .route(
-            "/{name}/_search",
-            get(documents::search).post(documents::search),
-        )
-        .route("/{name}/querydsl", get(documents::search))
-        .route("/{name}/enrich_dataset", post(documents::enrich))
-        .route("/{name}/_doc", post(documents::post_doc))
-        .route(
-            "/{name}/_doc/{id}",
-            get(documents::get_doc)
-                .put(documents::put_doc)
-                .post(documents::put_doc)
-                .delete(documents::delete_doc),
-        )
-        .route("/{name}/_update/{id}", post(documents::put_doc))
-        .route(
-            "/{name}/_create/{id}",
-            put(documents::put_doc).post(documents::put_doc),
-        )
-        .route(
-            "/{name}/_delete_by_query",
-            post(documents::es_delete_by_query),
-        )
-        .route(
-            "/{name}/_count",
-            get(documents::count).post(documents::count),
-        )
-        .route(
-            "/{name}/_mapping",
-            get(mappings).put(put_mapping).post(put_mapping),
-        )
-        .route("/{name}/_settings", get(settings).put(put_settings))
-        .route("/_cluster/health", get(cluster_health))
-        .route("/_cluster/health/{pattern}", get(cluster_health))
-        .route("/_cat/indices", get(cat_indices))
-        .route("/_cat/indices/{pattern}", get(cat_indices))
-        .route("/sql", get(sql::sql).post(sql::sql).put(create_reserved))
-        .route("/_sql", post(sql::sql).put(create_reserved))
-        .route("/{name}/sql", post(sql::dataset_sql))
-        .merge(promql_routes("/promql"))
-        .merge(promql_routes("/api/v1"))
-        .route("/{name}/promql", get(promql::dataset_query))
-        .route("/api/v1/metadata", get(promql::metadata))
-        .route(
-            "/api/v1/query_exemplars",
-            get(promql::exemplars).post(promql::exemplars),
-        )
-        .route("/_cat/aliases", get(aliases::cat_aliases))
-        .route("/_cat/aliases/{name}", get(aliases::cat_aliases))
-        .route(
-            "/_aliases",
-            get(aliases::get_aliases).post(aliases::post_aliases),
-        )
-        .route("/_alias", get(aliases::get_aliases))
-        .route("/_alias/{name}", get(aliases::get_aliases))
-        .route("/{index}/_alias", get(aliases::get_aliases))
-        .route("/{index}/_aliases", get(aliases::get_aliases))
-        .route(
-            "/{index}/_alias/{name}",
-            get(aliases::get_aliases)
-                .put(aliases::put_alias)
-                .post(aliases::put_alias)
-                .delete(aliases::delete_alias),
-        )
-        .route(
-            "/{index}/_aliases/{name}",
-            get(aliases::get_aliases)
-                .put(aliases::put_alias)
-                .post(aliases::put_alias)
-                .delete(aliases::delete_alias),
-        )
+    table()
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         // `signed` reads the body within `server.max_body_bytes` (answering 413 in the
@@ -288,21 +266,7 @@ fn check_version(request: &Request) -> Result<(), Error> {
 }
 
 /// GET /: who this is, in the shape Elasticsearch and OpenSearch clients read at connect time.
-async fn cluster_info(
-    Signed {
-        state, principal, ..
-    }: Signed,
-) -> Response {
-    if let Err(error) = state
-        .engine
-        .authorize(&principal, Action::MetadataRead, "*")
-    {
-        return PlatformError {
-            operation: "cluster info",
-            error,
-        }
-        .into_response();
-    }
+async fn cluster_info(Signed { state, .. }: Signed) -> Response {
     let config = state.engine.config();
     Json(json!({
         "name": config.cluster.node_id,
@@ -377,7 +341,12 @@ async fn method_not_allowed(method: Method, uri: Uri) -> Response {
 /// PUT on a path the platform serves itself (`/sql`, `/_search`, `/health`, ...): a dataset of
 /// that name could never be reached, so creating it is refused as any reserved name is (400).
 /// `PUT /_bulk` stays Elasticsearch's bulk API.
-async fn create_reserved(uri: Uri) -> PlatformError {
+async fn create_reserved(_signed: Signed, uri: Uri) -> PlatformError {
+    reserved_name(uri).await
+}
+
+/// PUT /health: the one reserved path that is not signed.
+async fn reserved_name(uri: Uri) -> PlatformError {
     let name = uri.path().trim_start_matches('/');
     let error = match crate::engine::check_name(name) {
         Err(error) => error,

@@ -333,7 +333,7 @@ pub async fn series(
 }
 
 /// GET /promql/status/buildinfo and /api/v1/status/buildinfo.
-pub async fn buildinfo() -> Response {
+pub async fn buildinfo(_signed: Signed) -> Response {
     data(json!({
         "application": "strata",
         "version": env!("CARGO_PKG_VERSION"),
@@ -347,12 +347,12 @@ pub async fn buildinfo() -> Response {
 }
 
 /// GET /api/v1/metadata: no metric metadata is kept (HELP and TYPE are read, not stored).
-pub async fn metadata() -> Response {
+pub async fn metadata(_signed: Signed) -> Response {
     data(json!({})).into_response()
 }
 
 /// GET|POST /api/v1/query_exemplars: no exemplars are kept.
-pub async fn exemplars() -> Response {
+pub async fn exemplars(_signed: Signed) -> Response {
     data(json!([])).into_response()
 }
 

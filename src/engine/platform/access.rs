@@ -139,6 +139,12 @@ impl Grant {
         }
     }
 
+    /// Whether it grants nothing at all: no role, no access (every dataset read, list
+    /// included, is a 403).
+    pub fn is_nothing(&self) -> bool {
+        !self.all && self.permissions.is_empty()
+    }
+
     /// Whether it allows `action` on `name` (a dataset or an alias).
     pub fn allows(&self, action: Action, name: &str) -> bool {
         self.all || self.permissions.iter().any(|p| p.grants(action, name))
@@ -169,6 +175,23 @@ impl Grant {
                 Some(any_of(filters))
             }
         };
+        // A metadata read shows the fields the reader's record entries of the dataset show,
+        // when it has any: field-level security holds in mappings and DESCRIBE too.
+        let readers: Vec<&Permission> = match action {
+            Action::MetadataRead => self
+                .permissions
+                .iter()
+                .filter(|p| {
+                    p.grants(Action::RecordRead, &def.name)
+                        || via.iter().any(|alias| p.grants(Action::RecordRead, alias))
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let shaping = match readers.is_empty() {
+            true => &applicable,
+            false => &readers,
+        };
         let mut fields = FieldPolicy::default();
         let names = def
             .columns
@@ -178,7 +201,7 @@ impl Grant {
         for name in names {
             // Shown if any entry shows it; unmasked if any entry that shows it leaves it so,
             // else the least restrictive mask of those entries.
-            let shown: Vec<Option<Mask>> = applicable
+            let shown: Vec<Option<Mask>> = shaping
                 .iter()
                 .filter_map(|p| p.fields.shows(name))
                 .collect();
@@ -640,6 +663,14 @@ fn patterns_of(names: Option<&str>) -> Vec<String> {
     }
 }
 
+/// The refusal of every read of a user that holds no grants.
+pub(in crate::engine) fn no_grants(principal: &PlatformPrincipal) -> Error {
+    Error::Forbidden(format!(
+        "user {} holds no role that grants anything: no role, no access",
+        principal.user
+    ))
+}
+
 fn forbidden(principal: &PlatformPrincipal, action: Action, name: &str) -> Error {
     Error::Forbidden(format!(
         "user {} may not {} on {name:?}: no role grants it",
@@ -705,6 +736,9 @@ impl Engine {
         target: Target<'_>,
         ignore_unavailable: bool,
     ) -> Result<Vec<Seen>> {
+        if principal.grant.is_nothing() {
+            return Err(no_grants(principal));
+        }
         let Some(state) = self.datasets_catalog(&principal.account).await? else {
             return match target {
                 Target::Names(names) => {

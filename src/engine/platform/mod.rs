@@ -1,4 +1,5 @@
-//! The platform API's operations: signed users and their grants ([`users`]), the one door of
+//! The platform API's operations: signed users and their grants ([`users`]), users and roles
+//! ([`governance`]), the one door of
 //! reads and writes of datasets ([`access`]), datasets ([`datasets`]) and their aliases
 //! ([`aliases`]) and mappings ([`mappings`]), records written in bulk ([`ingest`]) and samples
 //! ([`samples`]), and the three query languages: the Query DSL ([`query_dsl`]), SQL ([`sql`])
@@ -8,6 +9,7 @@ pub(super) mod access;
 pub(super) mod aliases;
 pub(super) mod batches;
 pub(super) mod datasets;
+pub(super) mod governance;
 pub(super) mod ingest;
 pub(super) mod mappings;
 pub mod promql;

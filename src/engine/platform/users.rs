@@ -11,7 +11,11 @@ use strata_log::{envelope::Body, event::UserCreated};
 
 use std::sync::Arc;
 
-use crate::engine::{Engine, Origin, access::Grant};
+use crate::engine::{
+    Engine, Origin,
+    access::Grant,
+    governance::{IssuedKeys, grant_of},
+};
 use crate::{
     error::{Error, Result},
     sigv4,
@@ -84,6 +88,16 @@ fn random_text(alphabet: &[u8], len: usize) -> String {
         .collect()
 }
 
+/// A new key pair, and its secret sealed for the log.
+pub(in crate::engine) fn new_key_pair(engine: &Engine) -> Result<(IssuedKeys, Vec<u8>)> {
+    let keys = IssuedKeys {
+        access_key: format!("AKST{}", random_text(KEY_ALPHABET, 16)),
+        secret_key: random_text(SECRET_ALPHABET, 40),
+    };
+    let sealed = engine.seal.seal(keys.secret_key.as_bytes())?;
+    Ok((keys, sealed))
+}
+
 impl Engine {
     /// Creates the root user of `account`: unrestricted, one per account.
     pub async fn create_root_user(
@@ -102,42 +116,35 @@ impl Engine {
                 root.access_key
             )));
         }
-        let access_key = format!("AKST{}", random_text(KEY_ALPHABET, 16));
-        let secret_key = random_text(SECRET_ALPHABET, 40);
+        let (keys, sealed) = new_key_pair(self)?;
         let body = Body::UserCreated(UserCreated {
             account: account.to_owned(),
             name: "root".to_owned(),
-            access_key: access_key.clone(),
-            sealed_secret: self.seal.seal(secret_key.as_bytes())?.into(),
+            access_key: keys.access_key.clone(),
+            sealed_secret: sealed.into(),
             root: true,
             roles: Vec::new(),
+            password_hash: String::new(),
         });
         permit.write(body, origin).await?;
         Ok(RootCredentials {
             account: account.to_owned(),
-            access_key,
-            secret_key,
+            access_key: keys.access_key,
+            secret_key: keys.secret_key,
         })
     }
 
     /// Checks a platform request's signature: who sent it, or 401 with the reason. In a
-    /// cluster, an access key this node does not know yet is looked up again once the control
-    /// partition is caught up.
+    /// cluster, the control partition is caught up first, so that a key rotated or deleted,
+    /// or a role changed, on another node is refused or applied here from that moment on.
     pub async fn authenticate_signed(
         &self,
         request: &sigv4::Request<'_>,
     ) -> Result<PlatformPrincipal> {
-        match self.check_signature(request) {
-            Err(Error::NotAuthenticated(reason)) if self.clustered() => {
-                if matches!(sigv4::parse(request), Ok(s) if !self.control_state().users.contains_key(&s.access_key))
-                {
-                    self.catch_up_control().await?;
-                    return self.check_signature(request);
-                }
-                Err(Error::NotAuthenticated(reason))
-            }
-            other => other,
+        if self.clustered() {
+            self.control_current().await?;
         }
+        self.check_signature(request)
     }
 
     fn check_signature(&self, request: &sigv4::Request<'_>) -> Result<PlatformPrincipal> {
@@ -181,11 +188,7 @@ impl Engine {
                 "the account of access key {access_key:?} does not exist"
             )));
         }
-        // Until roles exist, a user other than the root user is granted nothing.
-        let grant = match user.root {
-            true => Grant::everything(),
-            false => Grant::default(),
-        };
+        let grant = grant_of(&state, user);
         Ok(PlatformPrincipal {
             account: user.account.clone(),
             user: user.name.clone(),
@@ -193,6 +196,15 @@ impl Engine {
             root: user.root,
             grant: Arc::new(grant),
         })
+    }
+
+    /// May `principal` use the endpoints that read no dataset (`GET /`, cluster health,
+    /// Prometheus' build info)? Any grant will do: no role, no access.
+    pub fn authorize_any(&self, principal: &PlatformPrincipal) -> Result<()> {
+        match principal.grant.is_nothing() {
+            true => Err(crate::engine::access::no_grants(principal)),
+            false => Ok(()),
+        }
     }
 
     /// May `principal` do `action` on `resource` (a dataset name, or "*")? Deny by default: the

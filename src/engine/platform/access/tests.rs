@@ -717,3 +717,125 @@ fn several_permissions_are_one_union_as_api_md_states() {
             .is_some()
     );
 }
+
+/// A pattern matcher that is obviously right (and slow): `*` matches any run, other
+/// characters themselves.
+fn matches_by_definition(pattern: &[char], name: &[char]) -> bool {
+    match pattern.split_first() {
+        None => name.is_empty(),
+        Some(('*', rest)) => (0..=name.len()).any(|at| matches_by_definition(rest, &name[at..])),
+        Some((c, rest)) => name.first() == Some(c) && matches_by_definition(rest, &name[1..]),
+    }
+}
+
+/// How one entry shows a field, by API.md's words: allowed (or `_id`/`@timestamp`) and not
+/// denied; masked by its mask.
+fn shown_by_definition(rule: &FieldRule, field: &str) -> Option<Option<Mask>> {
+    let always = field == ID_FIELD || field == TIMESTAMP_FIELD;
+    let allowed = always
+        || rule
+            .allow
+            .as_ref()
+            .is_none_or(|a| a.iter().any(|p| p == field));
+    let denied = !always && rule.deny.iter().any(|p| p == field);
+    (allowed && !denied).then(|| {
+        rule.mask
+            .iter()
+            .find(|(p, _)| p == field)
+            .map(|(_, mask)| *mask)
+    })
+}
+
+const FIELDS: [&str; 6] = ["_id", "@timestamp", "a", "b", "c", "d"];
+
+fn field_rule() -> impl proptest::strategy::Strategy<Value = FieldRule> {
+    use proptest::prelude::*;
+    let names = || proptest::sample::subsequence(&FIELDS[2..], 0..=4);
+    let mask = prop_oneof![Just(Mask::Redact), Just(Mask::Nullify), Just(Mask::Remove)];
+    (
+        proptest::option::of(names()),
+        names(),
+        proptest::collection::vec((proptest::sample::select(&FIELDS[2..]), mask), 0..3),
+    )
+        .prop_map(|(allow, deny, mask)| FieldRule {
+            allow: allow.map(|a| a.into_iter().map(str::to_owned).collect()),
+            deny: deny.into_iter().map(str::to_owned).collect(),
+            mask: mask.into_iter().map(|(f, m)| (f.to_owned(), m)).collect(),
+        })
+}
+
+proptest::proptest! {
+    #[test]
+    fn patterns_match_as_the_definition_says(
+        pattern in "[ab*-]{0,8}",
+        name in "[ab-]{0,8}",
+    ) {
+        let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+        proptest::prop_assert_eq!(pattern_matches(&pattern, &name), matches_by_definition(&p, &n));
+    }
+
+    /// Several roles' field rules: a field is shown when any entry shows it (Allow ∩ not Deny,
+    /// per entry); it shows unmasked when any entry that shows it leaves it so, else with the
+    /// least restrictive mask of those entries (redact, then nullify, then remove). Adding an
+    /// entry never hides a field that was shown.
+    #[test]
+    fn roles_combine_as_api_md_states(rules in proptest::collection::vec(field_rule(), 1..4)) {
+        let def = dataset_of(&FIELDS);
+        let grant = |rules: &[FieldRule]| Grant {
+            all: false,
+            permissions: rules.iter().map(|r| read(&["people"], None, r.clone())).collect(),
+        };
+        let all = grant(&rules).visibility(Action::RecordRead, &def, &[]).unwrap();
+        for field in FIELDS {
+            let shown: Vec<Option<Mask>> =
+                rules.iter().filter_map(|r| shown_by_definition(r, field)).collect();
+            let expected = match shown.is_empty() {
+                true => None,
+                false if shown.contains(&None) => Some(None),
+                false => Some(shown.iter().flatten().min().copied()),
+            };
+            proptest::prop_assert_eq!(all.fields.shows(field), expected, "{}", field);
+            let fewer = grant(&rules[..rules.len() - 1]);
+            if let Some(fewer) = fewer.visibility(Action::RecordRead, &def, &[])
+                && fewer.fields.shows(field).is_some()
+            {
+                proptest::prop_assert!(all.fields.shows(field).is_some(), "{} hidden by more", field);
+            }
+        }
+    }
+}
+
+#[test]
+fn mappings_hide_what_the_record_entries_hide() {
+    let def = dataset_of(&["_id", "team", "secret"]);
+    let metadata = Permission {
+        actions: vec![Action::MetadataRead],
+        resources: vec!["*".into()],
+        filter: None,
+        fields: FieldRule::default(),
+    };
+    let hiding = read(
+        &["people"],
+        None,
+        FieldRule {
+            deny: vec!["secret".into()],
+            ..FieldRule::default()
+        },
+    );
+    let grant = Grant {
+        all: false,
+        permissions: vec![metadata.clone(), hiding],
+    };
+    let seen = grant.visibility(Action::MetadataRead, &def, &[]).unwrap();
+    assert_eq!(seen.fields.shows("secret"), None);
+    assert_eq!(seen.fields.shows("team"), Some(None));
+    // Without a record entry for the dataset, metadata shows every field.
+    let only_metadata = Grant {
+        all: false,
+        permissions: vec![metadata],
+    };
+    let seen = only_metadata
+        .visibility(Action::MetadataRead, &def, &[])
+        .unwrap();
+    assert!(seen.fields.is_open());
+}
