@@ -47,6 +47,18 @@ pub struct ServerConfig {
     pub max_in_flight_body_bytes: usize,
     /// The memory SQL queries may hold at once, all of them together (DataFusion's pool).
     pub query_memory_bytes: usize,
+    /// TLS on both listeners; plain HTTP without a certificate.
+    pub tls: TlsConfig,
+}
+
+/// The certificate both listeners serve (PEM files, read again on SIGHUP).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsConfig {
+    /// The certificate chain, the server's own certificate first; empty: no TLS.
+    pub cert_file: String,
+    /// The private key of the certificate (PKCS#8, PKCS#1 or SEC1).
+    pub key_file: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -240,6 +252,7 @@ impl Default for ServerConfig {
             max_body_bytes: 64 << 20,
             max_in_flight_body_bytes: 1 << 30,
             query_memory_bytes: 2 << 30,
+            tls: TlsConfig::default(),
         }
     }
 }
@@ -429,6 +442,11 @@ impl Config {
         if self.server.max_in_flight_body_bytes < self.server.max_body_bytes {
             return invalid(
                 "server.max_in_flight_body_bytes must be at least server.max_body_bytes, or a body of the largest size could never be taken",
+            );
+        }
+        if self.server.tls.cert_file.is_empty() != self.server.tls.key_file.is_empty() {
+            return invalid(
+                "server.tls.cert_file and server.tls.key_file go together: set both for TLS, or neither",
             );
         }
         if self.log.segment_bytes < 4096 {

@@ -27,3 +27,4 @@ pub mod seal;
 pub mod server;
 pub mod sigv4;
 pub mod storage;
+pub mod tls;

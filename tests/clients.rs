@@ -7,7 +7,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{Server, account_with_key, root_user};
+use common::{Server, account_with_key, root_user, self_signed, tls_flags};
 
 fn python() -> String {
     std::env::var("STRATA_TEST_PYTHON").expect(
@@ -42,11 +42,25 @@ fn run_platform_client(script: &str, done: &str) {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &[]);
     let root = root_user(dir.path(), "acme");
+    run_against(&server, &root, script, done, &[]);
+}
+
+fn run_against(
+    server: &Server,
+    root: &common::Credentials,
+    script: &str,
+    done: &str,
+    env: &[(&str, &std::path::Path)],
+) {
     let output = Command::new(python())
         .arg(script)
         .env("STRATA_PLATFORM_URL", &server.platform_url)
         .env("STRATA_ACCESS_KEY", &root.access_key)
         .env("STRATA_SECRET_KEY", &root.secret_key)
+        .envs(env.iter().copied())
+        // requests lets these override the certificate a client was given to trust.
+        .env_remove("REQUESTS_CA_BUNDLE")
+        .env_remove("CURL_CA_BUNDLE")
         .output()
         .unwrap();
     assert!(
@@ -86,4 +100,24 @@ fn botocore_governs_users_and_roles_in_yaml() {
         ),
         "governance client: ok",
     );
+}
+
+#[test]
+fn botocore_and_opensearch_py_work_over_https() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    let (cert, key, _) = self_signed(certs.path(), "server");
+    let flags = tls_flags(&cert, &key);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let server = Server::start(dir.path(), &flags);
+    assert!(server.platform_url.starts_with("https://"));
+    let root = root_user(dir.path(), "acme");
+    let ca = [("STRATA_CA_FILE", cert.as_path())];
+    for (script, done) in [
+        ("sigv4_client.py", "sigv4 client: ok"),
+        ("opensearch_client.py", "opensearch client: ok"),
+    ] {
+        let script = format!("{}/tests/clients/{script}", env!("CARGO_MANIFEST_DIR"));
+        run_against(&server, &root, &script, done, &ca);
+    }
 }

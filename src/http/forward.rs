@@ -130,7 +130,8 @@ pub(super) async fn forward(
         let _ = slot.0.set("forwarded".to_owned());
     }
     let target = format!(
-        "http://{addr}{}",
+        "{}://{addr}{}",
+        state.scheme,
         parts.uri.path_and_query().map_or("/", |p| p.as_str())
     );
     let mut headers = parts.headers;
@@ -180,10 +181,13 @@ pub(super) async fn forward(
 }
 
 /// The client that forwards: it connects quickly or gives up, and leaves answers (change
-/// streams among them) as long as they last.
-pub(super) fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .connect_timeout(std::time::Duration::from_secs(1))
-        .build()
-        .unwrap_or_default()
+/// streams among them) as long as they last. It trusts `trusted` beside the system's roots.
+pub(super) fn client(
+    trusted: &[rustls_pki_types::CertificateDer<'static>],
+) -> anyhow::Result<reqwest::Client> {
+    let mut builder = reqwest::Client::builder().connect_timeout(std::time::Duration::from_secs(1));
+    for certificate in trusted {
+        builder = builder.add_root_certificate(reqwest::Certificate::from_der(certificate)?);
+    }
+    Ok(builder.build()?)
 }

@@ -46,20 +46,36 @@ pub struct AppState {
     pub engine: Arc<Engine>,
     /// Sends requests on to the node that serves them, in a cluster.
     forwarder: reqwest::Client,
+    /// How the other nodes' listeners are reached: `http`, or `https` when this node serves
+    /// TLS (the nodes of a cluster share one configuration).
+    scheme: &'static str,
     /// The request bodies the node holds at once, both listeners together.
     bodies: Arc<inflight::BodyBudget>,
 }
 
 impl AppState {
-    pub fn new(engine: Arc<Engine>) -> AppState {
+    /// The state of both listeners; with `tls`, requests are forwarded over HTTPS, trusting
+    /// the certificate this node serves (and the system's roots).
+    pub fn new(
+        engine: Arc<Engine>,
+        tls: Option<&crate::tls::Certificates>,
+    ) -> anyhow::Result<AppState> {
         let server = &engine.config().server;
         let bodies =
             inflight::BodyBudget::new(server.max_in_flight_body_bytes, server.max_body_bytes);
-        AppState {
+        let trusted = match tls {
+            Some(certificates) => certificates.chain()?,
+            None => Vec::new(),
+        };
+        Ok(AppState {
             engine,
-            forwarder: forward::client(),
+            forwarder: forward::client(&trusted)?,
+            scheme: match tls {
+                Some(_) => "https",
+                None => "http",
+            },
             bodies: Arc::new(bodies),
-        }
+        })
     }
 }
 

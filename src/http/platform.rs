@@ -204,11 +204,17 @@ async fn signed(State(state): State<AppState>, request: Request, next: Next) -> 
         }
     };
     let body_sha256 = sigv4::sha256_hex(&bytes);
-    let headers: Vec<(&str, &str)> = parts
+    let mut headers: Vec<(&str, &str)> = parts
         .headers
         .iter()
         .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?)))
         .collect();
+    // HTTP/2 carries the host as the `:authority` pseudo-header, which signers sign as `host`.
+    if !parts.headers.contains_key(axum::http::header::HOST)
+        && let Some(authority) = parts.uri.authority()
+    {
+        headers.push(("host", authority.as_str()));
+    }
     let signed = sigv4::Request {
         method: parts.method.as_str(),
         path: parts.uri.path(),

@@ -2,7 +2,8 @@
 AWSV4SignerAuth, its bulk helper, search, search_after paging, count and msearch, partial
 updates, aliases and put mapping. Run by
 tests/clients.rs against a live server; STRATA_PLATFORM_URL, STRATA_ACCESS_KEY and
-STRATA_SECRET_KEY say where and who."""
+STRATA_SECRET_KEY say where and who; over HTTPS (an https URL), STRATA_CA_FILE is the
+certificate to trust."""
 
 import os
 import sys
@@ -15,10 +16,13 @@ from opensearchpy.exceptions import NotFoundError, RequestError
 URL = urlparse(os.environ["STRATA_PLATFORM_URL"])
 CREDENTIALS = Credentials(os.environ["STRATA_ACCESS_KEY"], os.environ["STRATA_SECRET_KEY"])
 
+HTTPS = URL.scheme == "https"
 client = OpenSearch(
     hosts=[{"host": URL.hostname, "port": URL.port}],
     http_auth=AWSV4SignerAuth(CREDENTIALS, "us-east-1", "strata"),
-    use_ssl=False,
+    use_ssl=HTTPS,
+    verify_certs=HTTPS,
+    ca_certs=os.environ.get("STRATA_CA_FILE") if HTTPS else None,
     connection_class=RequestsHttpConnection,
     timeout=30,
 )

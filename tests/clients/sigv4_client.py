@@ -1,6 +1,7 @@
 """The platform API as an AWS SDK user reaches it: requests signed by botocore's SigV4Auth, the
 signer of the AWS SDK for Python, not by strata's own code. Run by tests/clients.rs against a
-live server; STRATA_PLATFORM_URL, STRATA_ACCESS_KEY and STRATA_SECRET_KEY say where and who."""
+live server; STRATA_PLATFORM_URL, STRATA_ACCESS_KEY and STRATA_SECRET_KEY say where and who;
+over HTTPS, STRATA_CA_FILE is the certificate to trust."""
 
 import json
 import os
@@ -12,6 +13,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 URL = os.environ["STRATA_PLATFORM_URL"]
+VERIFY = os.environ.get("STRATA_CA_FILE", True)
 CREDENTIALS = Credentials(os.environ["STRATA_ACCESS_KEY"], os.environ["STRATA_SECRET_KEY"])
 
 
@@ -22,7 +24,7 @@ def signed(method, path, body=None, credentials=CREDENTIALS, send_body=None, hea
     prepared = request.prepare()
     data = body if send_body is None else send_body
     return requests.request(
-        method, prepared.url, headers=dict(prepared.headers), data=data, timeout=30
+        method, prepared.url, headers=dict(prepared.headers), data=data, timeout=30, verify=VERIFY
     )
 
 
@@ -52,5 +54,5 @@ expect(
     401,
     "a wrong secret",
 )
-expect(requests.get(URL + "/", timeout=30), 401, "an unsigned request")
+expect(requests.get(URL + "/", timeout=30, verify=VERIFY), 401, "an unsigned request")
 print("sigv4 client: ok")

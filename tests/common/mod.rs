@@ -161,10 +161,14 @@ impl Server {
                 .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
                 .filter(|info| info["pid"].as_u64() == Some(u64::from(child.id())))
             {
+                let scheme = match info["tls"].as_bool() {
+                    Some(true) => "https",
+                    _ => "http",
+                };
                 return Server {
                     dir: dir.to_owned(),
-                    data_url: format!("http://{}", info["data_addr"].as_str().unwrap()),
-                    platform_url: format!("http://{}", info["platform_addr"].as_str().unwrap()),
+                    data_url: format!("{scheme}://{}", info["data_addr"].as_str().unwrap()),
+                    platform_url: format!("{scheme}://{}", info["platform_addr"].as_str().unwrap()),
                     log,
                     child: Some(child),
                 };
@@ -445,6 +449,32 @@ pub struct Credentials {
     pub secret_key: String,
 }
 
+/// A self-signed certificate for `localhost` and 127.0.0.1 written to `<dir>/<name>.pem` and
+/// `<dir>/<name>.key`: the paths, and the certificate's PEM text (what a client trusts).
+pub fn self_signed(dir: &Path, name: &str) -> (PathBuf, PathBuf, String) {
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+            .unwrap();
+    let (cert, key) = (
+        dir.join(format!("{name}.pem")),
+        dir.join(format!("{name}.key")),
+    );
+    let pem = certified.cert.pem();
+    std::fs::write(&cert, &pem).unwrap();
+    std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+    (cert, key, pem)
+}
+
+/// The `--set` flags that serve TLS with `cert` and `key`.
+pub fn tls_flags(cert: &Path, key: &Path) -> Vec<String> {
+    vec![
+        "--set".to_owned(),
+        format!("server.tls.cert_file={}", cert.display()),
+        "--set".to_owned(),
+        format!("server.tls.key_file={}", key.display()),
+    ]
+}
+
 /// Creates `account` (if needed) and its root user; returns the root user's credentials.
 pub fn root_user(dir: &Path, account: &str) -> Credentials {
     let existing = strata(dir, &["accounts", "create", account]);
@@ -495,7 +525,10 @@ impl Signed {
         body: &[u8],
         at: chrono::DateTime<chrono::Utc>,
     ) -> Vec<(String, String)> {
-        let host = self.base.trim_start_matches("http://");
+        let host = self
+            .base
+            .trim_start_matches("https://")
+            .trim_start_matches("http://");
         strata::sigv4::sign(
             &strata::sigv4::Outgoing {
                 method,
