@@ -137,14 +137,14 @@ route_table! {
         delete: governance::delete_user,
     },
     "/user/{name}/keys" => {patch: governance::rotate_keys},
-    "/users" => {get: governance::list_users},
+    "/users" => {get: governance::list_users, put: create_reserved},
     "/role/{name}" => {
         get: governance::get_role,
         put: governance::put_role,
         patch: governance::patch_role,
         delete: governance::delete_role,
     },
-    "/roles" => {get: governance::list_roles},
+    "/roles" => {get: governance::list_roles, put: create_reserved},
 }
 
 pub fn routes(state: AppState) -> Router {
