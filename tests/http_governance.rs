@@ -561,3 +561,87 @@ async fn a_role_shows_only_its_records_and_fields_on_every_read_path() {
     assert_eq!(get(&root, "DELETE", "/role/readers").await.status, 200);
     assert_eq!(ann.send("GET", "/logs-app/_search", None).await.status, 403);
 }
+
+/// What a reader with a record filter counts, by the Query DSL and by SQL, and the ids its
+/// search finds.
+async fn seen_by(reader: &Signed) -> (u64, u64, Vec<String>) {
+    let count = reader.send("GET", "/logs-app/_count", None).await;
+    assert_eq!(count.status, 200, "{count:?}");
+    let query = json!({"query": "SELECT count(*) AS n FROM \"logs-app\""});
+    let rows = reader.send("POST", "/sql", Some(&query)).await;
+    assert_eq!(rows.status, 200, "{rows:?}");
+    let body = json!({"query": {"match": {"msg": "disk"}}, "size": 100});
+    let search = reader.send("POST", "/logs-app/_search", Some(&body)).await;
+    assert_eq!(search.status, 200, "{search:?}");
+    let mut ids: Vec<String> = search.body["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|hit| hit["_id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    (
+        count.body["count"].as_u64().unwrap(),
+        rows.body["rows"][0][0].as_u64().unwrap(),
+        ids,
+    )
+}
+
+#[tokio::test]
+async fn a_record_filter_follows_records_as_they_come_change_and_go() {
+    // Small segments that compact often: the filter's kept matches are per segment.
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--set",
+        "tables.flush_rows=4",
+        "--set",
+        "tables.compact_min_segments=3",
+    ];
+    let server = Server::start(dir.path(), &args);
+    let root = Signed::new(&server, &root_user(dir.path(), "acme"));
+    two_teams(&root).await;
+    assert_eq!(
+        yaml(&root, "PUT", "/role/readers", READERS).await.status,
+        200
+    );
+    let ann = user(&root, &server, "ann", &["readers"]).await;
+    assert_eq!(seen_by(&ann).await, (1, 1, vec!["1".to_owned()]));
+
+    let mut team_a = vec!["1".to_owned()];
+    for round in 0..4 {
+        let mut lines = Vec::new();
+        for i in 0..5 {
+            let id = format!("r{round}-{i}");
+            let team = if i % 2 == 0 { "a" } else { "b" };
+            if team == "a" {
+                team_a.push(id.clone());
+            }
+            lines.push(json!({"index": {"_index": "logs-app", "_id": id}}));
+            lines.push(json!({"team": team, "msg": "disk busy", "n": i}));
+        }
+        let written = root.send_ndjson("POST", "/_bulk", &lines).await;
+        assert_eq!(written.body["errors"], false, "{written:?}");
+        team_a.sort();
+        let n = team_a.len() as u64;
+        assert_eq!(seen_by(&ann).await, (n, n, team_a.clone()), "round {round}");
+    }
+
+    // A record that moves to team b leaves the reader's view; one deleted is gone.
+    let lines = [
+        json!({"index": {"_index": "logs-app", "_id": "r0-0"}}),
+        json!({"team": "b", "msg": "disk moved", "n": 0}),
+        json!({"delete": {"_index": "logs-app", "_id": "r1-2"}}),
+    ];
+    let written = root.send_ndjson("POST", "/_bulk", &lines).await;
+    assert_eq!(written.body["errors"], false, "{written:?}");
+    team_a.retain(|id| id != "r0-0" && id != "r1-2");
+    let n = team_a.len() as u64;
+    assert_eq!(seen_by(&ann).await, (n, n, team_a.clone()));
+
+    // A changed filter is a new filter: team b's records now.
+    let role = READERS.replace("team: a", "team: b");
+    assert_eq!(yaml(&root, "PUT", "/role/readers", &role).await.status, 200);
+    let (count, sql, ids) = seen_by(&ann).await;
+    assert_eq!((count, sql), (10, 10), "{ids:?}");
+    assert!(ids.contains(&"r0-0".to_owned()) && !ids.contains(&"1".to_owned()));
+}

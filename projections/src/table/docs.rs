@@ -36,6 +36,7 @@ use tantivy::{
 };
 
 use super::{
+    cached::CachedFilter,
     dates::{MAX_MILLIS, MIN_MILLIS},
     rows::ROW_ID,
     rows::row_ids,
@@ -77,6 +78,22 @@ pub struct DocsSchema {
 type ValueReader<'a> = Box<dyn Fn(usize) -> Option<OwnedValue> + 'a>;
 
 impl DocsSchema {
+    /// A fingerprint of what a query compiled with this schema reads of the dataset (its IP
+    /// fields, field aliases, and the fields its reader may not search): a query compiles
+    /// alike with two schemas of one fingerprint.
+    pub fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::hash::DefaultHasher::new();
+        (
+            &self.ips,
+            &self.aliases,
+            &self.unsearchable,
+            &self.catch_all,
+        )
+            .hash(&mut hasher);
+        hasher.finish()
+    }
+
     pub fn new() -> DocsSchema {
         let mut builder = Schema::builder();
         let row_id = builder.add_u64_field(ROW_ID_FIELD, FAST);
@@ -898,6 +915,24 @@ impl super::TableSnapshot {
         Ok(out)
     }
 
+    /// The live rows record filter `filter` matches, in every segment and the memtable, from
+    /// its matches kept per segment (see [`super::cached`]).
+    pub fn filtered_rows(&self, filter: &CachedFilter) -> Result<roaring::RoaringTreemap> {
+        let mut out = roaring::RoaringTreemap::new();
+        self.each_docs_index(
+            &mut |index: &DocsIndex, deleted: Arc<roaring::RoaringTreemap>| {
+                let mut rows = roaring::RoaringTreemap::new();
+                for found in filter.segments(&index.searcher).map_err(index_error)? {
+                    rows |= &found.rows;
+                }
+                rows -= deleted.as_ref();
+                out |= rows;
+                Ok(())
+            },
+        )?;
+        Ok(out)
+    }
+
     /// The live rows `query` matches, in every segment and the memtable.
     pub fn matching_rows(
         &self,
@@ -927,14 +962,33 @@ impl super::TableSnapshot {
     }
 }
 
+/// `rows` rows with row ids from 100: `n` counts up from 0, `s` is "even" or "odd" by it.
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
+pub(crate) fn counted(rows: u64) -> RecordBatch {
     use arrow::{
         array::{Int64Array, StringArray, UInt64Array},
         datatypes::{Field, Schema},
     };
+    let schema = Schema::new(vec![
+        Field::new(ROW_ID, DataType::UInt64, false),
+        Field::new("n", DataType::Int64, true),
+        Field::new("s", DataType::Utf8, true),
+    ]);
+    RecordBatch::try_new(
+        Arc::new(schema),
+        vec![
+            Arc::new(UInt64Array::from_iter_values(100..100 + rows)),
+            Arc::new(Int64Array::from_iter_values((0..rows).map(|i| i as i64))),
+            Arc::new(StringArray::from_iter_values(
+                (0..rows).map(|i| if i % 2 == 0 { "even" } else { "odd" }),
+            )),
+        ],
+    )
+    .expect("a batch of its own schema")
+}
+
+#[cfg(test)]
+mod tests {
     use tantivy::collector::{Count, DocSetCollector};
 
     use super::*;
@@ -952,22 +1006,7 @@ mod tests {
     #[test]
     fn a_large_segment_is_indexed_whole_on_several_threads() {
         let rows = 12_000_u64;
-        let schema = Schema::new(vec![
-            Field::new(ROW_ID, DataType::UInt64, false),
-            Field::new("n", DataType::Int64, true),
-            Field::new("s", DataType::Utf8, true),
-        ]);
-        let batch = RecordBatch::try_new(
-            Arc::new(schema),
-            vec![
-                Arc::new(UInt64Array::from_iter_values(100..100 + rows)),
-                Arc::new(Int64Array::from_iter_values((0..rows).map(|i| i as i64))),
-                Arc::new(StringArray::from_iter_values(
-                    (0..rows).map(|i| if i % 2 == 0 { "even" } else { "odd" }),
-                )),
-            ],
-        )
-        .unwrap();
+        let batch = counted(rows);
         let dir = tempfile::tempdir().unwrap();
         let docs = DocsSchema::new();
         docs.build_in_dir(dir.path(), &batch).unwrap();

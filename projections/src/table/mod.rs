@@ -17,6 +17,7 @@
 //!
 //! Readers get an immutable [`TableSnapshot`]; [`TableScan`] exposes one to DataFusion.
 
+pub mod cached;
 pub mod dates;
 pub mod decimal;
 pub mod digest;

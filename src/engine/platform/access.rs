@@ -25,7 +25,11 @@ use serde_json::{Map, Value, json};
 use strata_projections::{
     catalog::{CatalogState, TableDef},
     schema::ColumnType,
-    table::{TableSnapshot, docs::DocsSchema},
+    table::{
+        TableSnapshot,
+        cached::{CachedFilter, FilterKey},
+        docs::DocsSchema,
+    },
 };
 
 use crate::engine::{
@@ -402,7 +406,8 @@ impl DatasetView {
 
     /// The records the reader may see as a query over the dataset's document index (`None`:
     /// all). The filters are its aliases' and its grant's, not the reader's: they read every
-    /// field.
+    /// field. A filter that does not read the clock has its matches kept per segment, for the
+    /// reader's next reads (see [`CachedFilter`]).
     pub fn record_filter(&self) -> Result<Option<DslQuery>> {
         let Some(filter) = &self.filter else {
             return Ok(None);
@@ -416,9 +421,14 @@ impl DatasetView {
                 Error::Internal(format!("dataset {:?} has no document index", self.name))
             })?;
         let now = chrono::Utc::now().timestamp_millis();
-        dsl::compile(&docs, filter, now)
-            .map(Some)
-            .map_err(|e| Error::BadRequest(format!("[{}] {}", e.kind, e.reason)))
+        let compiled = dsl::compile(&docs, filter, now)
+            .map_err(|e| Error::BadRequest(format!("[{}] {}", e.kind, e.reason)))?;
+        Ok(Some(
+            match FilterKey::of(&filter.to_string(), docs.fingerprint()) {
+                Some(key) => Box::new(CachedFilter::new(key, compiled)),
+                None => compiled,
+            },
+        ))
     }
 
     /// The ids of the records the reader may see, by the document index (`None`: all).
@@ -427,8 +437,11 @@ impl DatasetView {
             return Ok(None);
         };
         let snapshot = self.snapshot.clone();
-        let rows =
-            crate::engine::blocking(move || snapshot.matching_rows(filter.as_ref())).await??;
+        let rows = crate::engine::blocking(move || match filter.downcast_ref::<CachedFilter>() {
+            Some(cached) => snapshot.filtered_rows(cached),
+            None => snapshot.matching_rows(filter.as_ref()),
+        })
+        .await??;
         Ok(Some(Arc::new(rows)))
     }
 

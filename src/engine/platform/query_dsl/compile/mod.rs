@@ -24,6 +24,7 @@ use tantivy::{
 };
 
 use strata_projections::table::{
+    cached::CachedFilter,
     dates::{self, date_math, parse_date_millis},
     docs::{ALL_FIELD, DocsSchema, KEYWORD_FIELD, TEXT_FIELD, UNMAPPED_PATH},
     ip, text,
@@ -1048,6 +1049,10 @@ pub fn both(a: DslQuery, b: DslQuery) -> DslQuery {
 /// The records `query` matches that `filter` matches too, scored by `query` alone (a search
 /// limited to the records its reader may see).
 pub fn within(query: DslQuery, filter: DslQuery) -> DslQuery {
+    // A filter whose matches are kept is looked up for each match of the query.
+    if let Some(kept) = filter.downcast_ref::<CachedFilter>() {
+        return Box::new(kept.restrict(query));
+    }
     Box::new(BooleanQuery::new(vec![
         (Occur::Must, query),
         (Occur::Must, Box::new(ConstScoreQuery::new(filter, 0.0))),
