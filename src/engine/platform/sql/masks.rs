@@ -24,6 +24,31 @@ use crate::{
     error::{Error, Result},
 };
 
+/// Whether each of `ids` is one of `rows`. The 32-bit bitmap of an id's high half is found
+/// once for each run of ids that share it (a whole batch, in practice), not once per id.
+fn visible(rows: &RoaringTreemap, ids: impl Iterator<Item = Option<u64>>) -> BooleanArray {
+    let mut current: Option<(u32, Option<&roaring::RoaringBitmap>)> = None;
+    ids.map(|id| {
+        let Some(id) = id else {
+            return Some(false);
+        };
+        let (high, low) = ((id >> 32) as u32, id as u32);
+        let bitmap = match current {
+            Some((at, bitmap)) if at == high => bitmap,
+            _ => {
+                let bitmap = rows
+                    .bitmaps()
+                    .find(|(at, _)| *at == high)
+                    .map(|(_, bitmap)| bitmap);
+                current = Some((high, bitmap));
+                bitmap
+            }
+        };
+        Some(bitmap.is_some_and(|bitmap| bitmap.contains(low)))
+    })
+    .collect()
+}
+
 /// `_rows_in(_row_id)`: whether a row is one of a set (the records a reader may see).
 #[derive(Debug)]
 pub struct RowsIn {
@@ -72,10 +97,7 @@ impl ScalarUDFImpl for RowsIn {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         let ids = args.args[0].to_array(args.number_rows)?;
         let ids = ids.as_primitive::<UInt64Type>();
-        let found: BooleanArray = ids
-            .iter()
-            .map(|id| Some(id.is_some_and(|id| self.rows.contains(id))))
-            .collect();
+        let found = visible(&self.rows, ids.iter());
         Ok(ColumnarValue::Array(Arc::new(found)))
     }
 }
@@ -185,3 +207,6 @@ pub fn mask_batch(batch: &RecordBatch, fields: &FieldPolicy) -> Result<RecordBat
     }
     RecordBatch::try_new(schema, columns).map_err(|e| Error::Internal(e.to_string()))
 }
+
+#[cfg(test)]
+mod tests;
