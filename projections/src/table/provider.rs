@@ -15,7 +15,9 @@ use datafusion::{
         TableType,
         listing::PartitionedFile,
         memory::MemorySourceConfig,
-        physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource},
+        physical_plan::{
+            FileGroup, FileScanConfigBuilder, ParquetSource, parquet::ParquetRowSelection,
+        },
         source::DataSourceExec,
     },
     execution::{SendableRecordBatchStream, TaskContext},
@@ -28,9 +30,13 @@ use datafusion::{
     },
 };
 use futures::StreamExt;
+use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use roaring::RoaringTreemap;
 
-use super::{TableSnapshot, rows::ROW_ID};
+use super::{
+    Segment, TableSnapshot,
+    rows::{ROW_ID, row_ids},
+};
 
 /// A table snapshot as a DataFusion table. `_row_id` is its first column.
 #[derive(Debug, Clone)]
@@ -38,13 +44,55 @@ pub struct TableScan {
     snapshot: Arc<TableSnapshot>,
     /// The table's schema with its strings as views (see [`scan_schema`]).
     schema: SchemaRef,
+    /// The row ids of the only rows scanned (`None`: all).
+    within: Option<Arc<RoaringTreemap>>,
 }
 
 impl TableScan {
     pub fn new(snapshot: Arc<TableSnapshot>) -> TableScan {
         let schema = scan_schema(&snapshot.schema);
-        TableScan { snapshot, schema }
+        TableScan {
+            snapshot,
+            schema,
+            within: None,
+        }
     }
+
+    /// The scan of the rows with ids in `rows` alone.
+    pub fn within(self, rows: Arc<RoaringTreemap>) -> TableScan {
+        TableScan {
+            within: Some(rows),
+            ..self
+        }
+    }
+}
+
+/// Which rows of a segment's file to read: those with ids in `hits`, a subset of the file's
+/// `ids`. The file holds exactly its ids, in ascending order (as [`super::search`] relies on
+/// too), so a row's position is its id's rank; one pass over both sets finds the runs.
+fn selection(ids: &RoaringTreemap, hits: &RoaringTreemap) -> RowSelection {
+    let mut selectors = Vec::new();
+    let mut hits = hits.iter().peekable();
+    let (mut selecting, mut run) = (false, 0usize);
+    for id in ids {
+        let selected = hits.next_if_eq(&id).is_some();
+        if selected != selecting && run > 0 {
+            selectors.push(match selecting {
+                true => RowSelector::select(run),
+                false => RowSelector::skip(run),
+            });
+            run = 0;
+        }
+        selecting = selected;
+        run += 1;
+    }
+    if run > 0 {
+        selectors.push(match selecting {
+            true => RowSelector::select(run),
+            false => RowSelector::skip(run),
+        });
+    }
+    RowSelection::from(selectors)
 }
 
 /// The schema queries see: the table's, with `utf8` columns as `utf8view`. Parquet decodes
@@ -154,7 +202,7 @@ impl TableProvider for TableScan {
                 .build();
             Ok(DataSourceExec::from_data_source(config))
         };
-        let file = |segment: &super::Segment| {
+        let file = |segment: &Segment| {
             PartitionedFile::new(segment.file.path.to_string(), segment.file.bytes)
         };
         // Keeps the `wanted` columns of a plan that read the `read` ones.
@@ -177,26 +225,52 @@ impl TableProvider for TableScan {
             Ok(Arc::new(ProjectionExec::try_new(columns, plan)?))
         };
         let mut parts: Vec<Arc<dyn ExecutionPlan>> = Vec::new();
-        // Segments without tombstones are read by one scan, which DataFusion spreads over its
-        // partitions; each segment with tombstones gets a scan and a filter of its own.
-        let clean: Vec<PartitionedFile> = snapshot
-            .segments
-            .iter()
-            .filter(|s| s.deleted.is_empty() && s.rows > 0)
-            .map(file)
-            .collect();
-        if !clean.is_empty() {
-            parts.push(parquet(clean, &wanted)?);
-        }
-        for segment in &snapshot.segments {
-            if segment.deleted.is_empty() || segment.live_rows() == 0 {
-                continue;
+        match &self.within {
+            // Each segment reads its rows among those asked for, less its tombstones, as a
+            // row selection; none of them needs its row ids read or tested.
+            Some(rows) => {
+                let mut files = Vec::new();
+                for segment in snapshot.segments.iter().filter(|s| s.live_rows() > 0) {
+                    let mut hits = rows.as_ref() & segment.ids.as_ref();
+                    hits -= segment.deleted.as_ref();
+                    if hits.is_empty() {
+                        continue;
+                    }
+                    files.push(match hits.len() == segment.rows {
+                        true => file(segment),
+                        false => file(segment).with_extension(ParquetRowSelection::new(selection(
+                            &segment.ids,
+                            &hits,
+                        ))),
+                    });
+                }
+                if !files.is_empty() {
+                    parts.push(parquet(files, &wanted)?);
+                }
             }
-            parts.push(to_wanted(Arc::new(DeletionFilterExec::new(
-                parquet(vec![file(segment)], &read)?,
-                segment.deleted.clone(),
-                row_id_at,
-            )))?);
+            // Segments without tombstones are read by one scan, which DataFusion spreads over
+            // its partitions; each segment with tombstones gets a scan and a filter of its own.
+            None => {
+                let clean: Vec<PartitionedFile> = snapshot
+                    .segments
+                    .iter()
+                    .filter(|s| s.deleted.is_empty() && s.rows > 0)
+                    .map(file)
+                    .collect();
+                if !clean.is_empty() {
+                    parts.push(parquet(clean, &wanted)?);
+                }
+                for segment in &snapshot.segments {
+                    if segment.deleted.is_empty() || segment.live_rows() == 0 {
+                        continue;
+                    }
+                    parts.push(to_wanted(Arc::new(DeletionFilterExec::new(
+                        parquet(vec![file(segment)], &read)?,
+                        segment.deleted.clone(),
+                        row_id_at,
+                    )))?);
+                }
+            }
         }
         let memtable: Vec<RecordBatch> = snapshot
             .memtable
@@ -204,6 +278,12 @@ impl TableProvider for TableScan {
             .map(|m| m.live())
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?
+            .into_iter()
+            .map(|b| match &self.within {
+                Some(rows) => within(&b, rows),
+                None => Ok(b),
+            })
+            .collect::<DfResult<Vec<_>>>()?
             .into_iter()
             .filter(|b| b.num_rows() > 0)
             .map(|b| cast_batch(&b, schema))
@@ -220,6 +300,18 @@ impl TableProvider for TableScan {
             _ => UnionExec::try_new(parts),
         }
     }
+}
+
+/// The rows of `batch` (`_row_id` first) with ids in `rows`.
+fn within(batch: &RecordBatch, rows: &RoaringTreemap) -> DfResult<RecordBatch> {
+    let ids =
+        row_ids(batch).map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+    let keep: BooleanArray = ids
+        .values()
+        .iter()
+        .map(|id| Some(rows.contains(*id)))
+        .collect();
+    Ok(arrow::compute::filter_record_batch(batch, &keep)?)
 }
 
 /// Removes rows whose `_row_id` is in a bitmap: the tombstones of one segment.
@@ -325,3 +417,6 @@ impl ExecutionPlan for DeletionFilterExec {
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -773,27 +773,14 @@ impl Engine {
         rows: Option<Arc<RoaringTreemap>>,
     ) -> Result<Vec<RecordBatch>> {
         let ctx = crate::query::session(&self.queries);
-        ctx.register_table(
-            "t",
-            Arc::new(strata_projections::table::TableScan::new(snapshot)),
-        )
-        .map_err(crate::query::classify)?;
+        let mut scan = strata_projections::table::TableScan::new(snapshot);
+        if let Some(rows) = rows {
+            scan = scan.within(rows);
+        }
+        ctx.register_table("t", Arc::new(scan))
+            .map_err(crate::query::classify)?;
         let statement = crate::query::parse(&ctx, "SELECT * FROM t ORDER BY _row_id")?;
-        let result = crate::query::run(&ctx, statement).await?;
-        let Some(rows) = rows else {
-            return Ok(result.batches);
-        };
-        result
-            .batches
-            .iter()
-            .map(|batch| {
-                let ids = strata_projections::table::batch_row_ids(batch)?;
-                let keep: arrow::array::BooleanArray =
-                    ids.iter().map(|id| Some(rows.contains(*id))).collect();
-                arrow::compute::filter_record_batch(batch, &keep)
-                    .map_err(|e| Error::Internal(e.to_string()))
-            })
-            .collect()
+        Ok(crate::query::run(&ctx, statement).await?.batches)
     }
 
     /// POST /{dataset}/enrich_dataset: sets `policy.enrich_fields` on every record of `target`

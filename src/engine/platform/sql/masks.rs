@@ -1,12 +1,13 @@
-//! What a reader's grant does to the rows SQL reads ([`super::super::access`]): the records it
-//! may see (row ids, [`RowsIn`]) and its fields, hidden or masked ([`columns`] for a table's
-//! scan, [`mask_batch`] for rows read by id, as `KNN_SEARCH` reads them).
+//! What a reader's grant does to the fields SQL reads ([`super::super::access`]): hidden or
+//! masked ([`columns`] for a table's scan, [`mask_batch`] for rows read by id, as
+//! `KNN_SEARCH` reads them). The records it may see are the scan's
+//! ([`strata_projections::table::TableScan::within`]).
 
 use std::sync::Arc;
 
 use arrow::{
-    array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray, new_null_array},
-    datatypes::{DataType, Field, Schema, SchemaRef, UInt64Type},
+    array::{Array, ArrayRef, RecordBatch, StringArray, new_null_array},
+    datatypes::{DataType, Field, Schema, SchemaRef},
     util::display::{ArrayFormatter, FormatOptions},
 };
 use datafusion::{
@@ -16,91 +17,12 @@ use datafusion::{
         col, lit,
     },
 };
-use roaring::RoaringTreemap;
 use strata_projections::catalog::TableDef;
 
 use crate::{
     engine::access::{FieldPolicy, Mask, redact},
     error::{Error, Result},
 };
-
-/// Whether each of `ids` is one of `rows`. The 32-bit bitmap of an id's high half is found
-/// once for each run of ids that share it (a whole batch, in practice), not once per id.
-fn visible(rows: &RoaringTreemap, ids: impl Iterator<Item = Option<u64>>) -> BooleanArray {
-    let mut current: Option<(u32, Option<&roaring::RoaringBitmap>)> = None;
-    ids.map(|id| {
-        let Some(id) = id else {
-            return Some(false);
-        };
-        let (high, low) = ((id >> 32) as u32, id as u32);
-        let bitmap = match current {
-            Some((at, bitmap)) if at == high => bitmap,
-            _ => {
-                let bitmap = rows
-                    .bitmaps()
-                    .find(|(at, _)| *at == high)
-                    .map(|(_, bitmap)| bitmap);
-                current = Some((high, bitmap));
-                bitmap
-            }
-        };
-        Some(bitmap.is_some_and(|bitmap| bitmap.contains(low)))
-    })
-    .collect()
-}
-
-/// `_rows_in(_row_id)`: whether a row is one of a set (the records a reader may see).
-#[derive(Debug)]
-pub struct RowsIn {
-    rows: Arc<RoaringTreemap>,
-    signature: Signature,
-}
-
-impl PartialEq for RowsIn {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.rows, &other.rows)
-    }
-}
-
-impl Eq for RowsIn {}
-
-impl std::hash::Hash for RowsIn {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        Arc::as_ptr(&self.rows).hash(state);
-    }
-}
-
-impl RowsIn {
-    /// The filter expression of `rows` over a scan's `_row_id`.
-    pub fn expr(rows: Arc<RoaringTreemap>) -> Expr {
-        let udf = ScalarUDF::from(RowsIn {
-            rows,
-            signature: Signature::exact(vec![DataType::UInt64], Volatility::Immutable),
-        });
-        udf.call(vec![col(strata_projections::table::rows::ROW_ID)])
-    }
-}
-
-impl ScalarUDFImpl for RowsIn {
-    fn name(&self) -> &str {
-        "_rows_in"
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn return_type(&self, _: &[DataType]) -> DfResult<DataType> {
-        Ok(DataType::Boolean)
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let ids = args.args[0].to_array(args.number_rows)?;
-        let ids = ids.as_primitive::<UInt64Type>();
-        let found = visible(&self.rows, ids.iter());
-        Ok(ColumnarValue::Array(Arc::new(found)))
-    }
-}
 
 /// Every value of `array` redacted (see [`redact`]), as text; nulls stay null.
 pub fn redacted(array: &dyn Array) -> Result<ArrayRef> {
@@ -207,6 +129,3 @@ pub fn mask_batch(batch: &RecordBatch, fields: &FieldPolicy) -> Result<RecordBat
     }
     RecordBatch::try_new(schema, columns).map_err(|e| Error::Internal(e.to_string()))
 }
-
-#[cfg(test)]
-mod tests;

@@ -375,17 +375,18 @@ async fn register(
     for view in views {
         let snapshot = view.snapshot.clone();
         let def = snapshot.table.clone();
-        let scan = Arc::new(TableScan::new(snapshot));
-        let mut frame = ctx.read_table(scan).map_err(query::classify)?;
-        if def.metrics {
-            if let Some(filter) = view.series_filter()? {
-                frame = frame
-                    .filter(label_condition(&filter, &def))
-                    .map_err(query::classify)?;
-            }
-        } else if let Some(rows) = view.visible_rows().await? {
+        let mut scan = TableScan::new(snapshot);
+        if !def.metrics
+            && let Some(rows) = view.visible_rows().await?
+        {
+            scan = scan.within(rows);
+        }
+        let mut frame = ctx.read_table(Arc::new(scan)).map_err(query::classify)?;
+        if def.metrics
+            && let Some(filter) = view.series_filter()?
+        {
             frame = frame
-                .filter(masks::RowsIn::expr(rows))
+                .filter(label_condition(&filter, &def))
                 .map_err(query::classify)?;
         }
         if let Some(start) = bounds.start {
