@@ -10,8 +10,13 @@
 //! An entry is keyed by the segment's id and the filter's [`FilterKey`]: its text and what of
 //! the dataset's schema it was compiled with. A filter whose meaning changes with the clock
 //! (date math with `now`) must not be cached: [`FilterKey::of`] refuses it.
+//!
+//! A SQL scan needs more than the matches: which rows of each segment's Parquet file to read
+//! ([`RowsWithin`]), found by walking the segments' ids. Those are kept by the snapshot they
+//! were found in ([`KeptWithin`]), until the next write replaces it.
 
 use std::{
+    collections::VecDeque,
     fmt,
     sync::{Arc, LazyLock},
 };
@@ -26,7 +31,7 @@ use tantivy::{
     query::{BitSetDocSet, ConstScorer, EnableScoring, Explanation, Query, Scorer, Weight},
 };
 
-use super::docs::ROW_ID_FIELD;
+use super::{RowsWithin, docs::ROW_ID_FIELD};
 
 /// The most bytes the kept matches of every filter and segment take together.
 pub const BUDGET: usize = 64 << 20;
@@ -42,6 +47,41 @@ impl FilterKey {
     /// clock (`now` in date math), and so must be found again by each read.
     pub fn of(text: &str, schema: u64) -> Option<FilterKey> {
         (!text.contains("now")).then(|| FilterKey(format!("{schema:016x} {text}").into()))
+    }
+}
+
+/// A snapshot's rows within each filter read from it lately ([`TableSnapshot::kept_within`]):
+/// a snapshot lives until the next write, and reads in between share the work.
+#[derive(Debug, Default)]
+pub struct KeptWithin(Mutex<VecDeque<(FilterKey, Arc<RowsWithin>)>>);
+
+/// How many filters' rows a snapshot keeps (one per role filter read from it, in practice).
+const KEPT_PER_SNAPSHOT: usize = 4;
+
+/// A copy of a snapshot keeps nothing: it may be changed.
+impl Clone for KeptWithin {
+    fn clone(&self) -> Self {
+        KeptWithin::default()
+    }
+}
+
+impl KeptWithin {
+    /// The rows kept under `key`, or found now (by `find`) and kept.
+    pub(crate) fn get_or_find<E>(
+        &self,
+        key: &FilterKey,
+        find: impl FnOnce() -> Result<RowsWithin, E>,
+    ) -> Result<Arc<RowsWithin>, E> {
+        if let Some((_, rows)) = self.0.lock().iter().find(|(k, _)| k == key) {
+            return Ok(rows.clone());
+        }
+        let rows = Arc::new(find()?);
+        let mut kept = self.0.lock();
+        if kept.len() == KEPT_PER_SNAPSHOT {
+            kept.pop_front();
+        }
+        kept.push_back((key.clone(), rows.clone()));
+        Ok(rows)
     }
 }
 
@@ -144,6 +184,11 @@ impl CachedFilter {
             key,
             inner: Arc::from(inner),
         }
+    }
+
+    /// What the filter is kept under.
+    pub fn key(&self) -> &FilterKey {
+        &self.key
     }
 
     /// `query`'s matches that this filter keeps, scored by `query` (see [`Within`]).

@@ -933,6 +933,15 @@ impl super::TableSnapshot {
         Ok(out)
     }
 
+    /// The live rows record filter `filter` matches, as a scan reads them: found once per
+    /// snapshot and filter (see [`super::cached::KeptWithin`]).
+    pub fn kept_within(&self, filter: &CachedFilter) -> Result<Arc<super::RowsWithin>> {
+        self.kept.get_or_find(filter.key(), || {
+            let rows = self.filtered_rows(filter)?;
+            Ok(super::RowsWithin::new(self, Arc::new(rows)))
+        })
+    }
+
     /// The live rows `query` matches, in every segment and the memtable.
     pub fn matching_rows(
         &self,

@@ -55,7 +55,8 @@ use self::rows::row_ids;
 pub use self::{
     index::{IndexSpec, SegmentIndex, VectorSpec},
     provider::{
-        DeletionFilterExec, TableScan, scan_schema, strings_as_declared, strings_as_declared_schema,
+        DeletionFilterExec, RowsWithin, TableScan, scan_schema, strings_as_declared,
+        strings_as_declared_schema,
     },
     segment::{Segment, SegmentFile, TableStore, segment_properties},
 };
@@ -220,6 +221,8 @@ pub struct TableSnapshot {
     pub applied: Checkpoint,
     /// What the table indexes (`None`: nothing).
     pub index: Option<Arc<IndexSpec>>,
+    /// The rows within each record filter read from this snapshot lately.
+    pub(crate) kept: cached::KeptWithin,
 }
 
 impl TableSnapshot {
@@ -370,6 +373,7 @@ impl TableProjection {
                 live_vectors: state.live_vectors,
                 applied: state.applied,
                 index: index.clone(),
+                kept: Default::default(),
             })),
             table,
             schema,
@@ -519,6 +523,7 @@ impl Shared {
             live_vectors: state.live_vectors,
             applied: state.applied,
             index: self.index.clone(),
+            kept: Default::default(),
         });
     }
 

@@ -3,7 +3,7 @@
 //! statistics), each followed by a filter of its tombstoned rows; memtable rows are scanned
 //! from memory.
 
-use std::{fmt, sync::Arc};
+use std::{collections::HashMap, fmt, sync::Arc};
 
 use arrow::array::{BooleanArray, RecordBatch, UInt64Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
@@ -44,8 +44,8 @@ pub struct TableScan {
     snapshot: Arc<TableSnapshot>,
     /// The table's schema with its strings as views (see [`scan_schema`]).
     schema: SchemaRef,
-    /// The row ids of the only rows scanned (`None`: all).
-    within: Option<Arc<RoaringTreemap>>,
+    /// The only rows scanned (`None`: all).
+    within: Option<Arc<RowsWithin>>,
 }
 
 impl TableScan {
@@ -58,12 +58,54 @@ impl TableScan {
         }
     }
 
-    /// The scan of the rows with ids in `rows` alone.
-    pub fn within(self, rows: Arc<RoaringTreemap>) -> TableScan {
+    /// The scan of `rows` alone (found in this scan's snapshot).
+    pub fn within(self, rows: Arc<RowsWithin>) -> TableScan {
         TableScan {
             within: Some(rows),
             ..self
         }
+    }
+}
+
+/// Some rows of a snapshot, as a scan reads them ([`TableScan::within`]): their ids, and which
+/// rows of each segment's file to read. Finding the latter walks every id of the segments, so
+/// a reader's visible rows are found once per snapshot and filter (see
+/// [`TableSnapshot::kept_within`]), not once per statement.
+pub struct RowsWithin {
+    rows: Arc<RoaringTreemap>,
+    /// By segment (`seq`): the rows of its file to read, `None` for all of them. A segment
+    /// not here has none of the rows, or only deleted ones.
+    segments: HashMap<u64, Option<RowSelection>>,
+}
+
+impl fmt::Debug for RowsWithin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RowsWithin")
+            .field("rows", &self.rows.len())
+            .field("segments", &self.segments.len())
+            .finish()
+    }
+}
+
+impl RowsWithin {
+    /// The live rows of `snapshot` with ids in `rows`.
+    pub fn new(snapshot: &TableSnapshot, rows: Arc<RoaringTreemap>) -> RowsWithin {
+        let mut segments = HashMap::new();
+        for segment in snapshot.segments.iter().filter(|s| s.live_rows() > 0) {
+            let mut hits = rows.as_ref() & segment.ids.as_ref();
+            hits -= segment.deleted.as_ref();
+            if hits.is_empty() {
+                continue;
+            }
+            let read = (hits.len() != segment.rows).then(|| selection(&segment.ids, &hits));
+            segments.insert(segment.seq, read);
+        }
+        RowsWithin { rows, segments }
+    }
+
+    /// The ids of the rows (some may be of deleted rows, or of none).
+    pub fn rows(&self) -> &Arc<RoaringTreemap> {
+        &self.rows
     }
 }
 
@@ -228,21 +270,16 @@ impl TableProvider for TableScan {
         match &self.within {
             // Each segment reads its rows among those asked for, less its tombstones, as a
             // row selection; none of them needs its row ids read or tested.
-            Some(rows) => {
+            Some(within) => {
                 let mut files = Vec::new();
-                for segment in snapshot.segments.iter().filter(|s| s.live_rows() > 0) {
-                    let mut hits = rows.as_ref() & segment.ids.as_ref();
-                    hits -= segment.deleted.as_ref();
-                    if hits.is_empty() {
-                        continue;
+                for segment in &snapshot.segments {
+                    match within.segments.get(&segment.seq) {
+                        None => {}
+                        Some(None) => files.push(file(segment)),
+                        Some(Some(read)) => files.push(
+                            file(segment).with_extension(ParquetRowSelection::new(read.clone())),
+                        ),
                     }
-                    files.push(match hits.len() == segment.rows {
-                        true => file(segment),
-                        false => file(segment).with_extension(ParquetRowSelection::new(selection(
-                            &segment.ids,
-                            &hits,
-                        ))),
-                    });
                 }
                 if !files.is_empty() {
                     parts.push(parquet(files, &wanted)?);
@@ -280,7 +317,7 @@ impl TableProvider for TableScan {
             .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?
             .into_iter()
             .map(|b| match &self.within {
-                Some(rows) => within(&b, rows),
+                Some(within) => rows_of(&b, &within.rows),
                 None => Ok(b),
             })
             .collect::<DfResult<Vec<_>>>()?
@@ -303,7 +340,7 @@ impl TableProvider for TableScan {
 }
 
 /// The rows of `batch` (`_row_id` first) with ids in `rows`.
-fn within(batch: &RecordBatch, rows: &RoaringTreemap) -> DfResult<RecordBatch> {
+fn rows_of(batch: &RecordBatch, rows: &RoaringTreemap) -> DfResult<RecordBatch> {
     let ids =
         row_ids(batch).map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
     let keep: BooleanArray = ids

@@ -185,7 +185,9 @@ impl Harness {
 
     /// What a scan of the rows with ids in `rows` alone reads.
     async fn query_within(&self, rows: RoaringTreemap) -> BTreeMap<u64, Row> {
-        self.query_scan(TableScan::new(self.snapshot()).within(Arc::new(rows)))
+        let snapshot = self.snapshot();
+        let within = RowsWithin::new(&snapshot, Arc::new(rows));
+        self.query_scan(TableScan::new(snapshot).within(Arc::new(within)))
             .await
     }
 
@@ -936,4 +938,92 @@ async fn a_memtables_size_counts_the_indexes_over_its_rows() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+}
+
+/// A reader's rows within a kept filter are found once per snapshot: a second read of the same
+/// snapshot shares them, and the next write's snapshot finds them again, without what it
+/// deleted; a scan within them reads exactly them, from segments and the memtable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_within_a_kept_filter_are_found_once_per_snapshot() {
+    use tantivy::{Term, query::TermQuery, schema::IndexRecordOption};
+    let dataset = Arc::new(TableDef {
+        dataset: true,
+        ..(*table()).clone()
+    });
+    let harness = Harness::of(dataset, small()).await;
+    let append = |first: u64, count: u64| {
+        let rows: Vec<Row> = (first..first + count)
+            .map(|id| (format!("r{id}"), (id % 3) as i64, false))
+            .collect();
+        Body::RowsAppended(RowsAppended {
+            table_id: "t1".into(),
+            first_row_id: first,
+            row_count: count,
+            arrow_ipc: rows::encode_ipc(&batch(&rows)).unwrap().into(),
+            ..Default::default()
+        })
+    };
+    harness.write(append(0, 60)).await;
+    // A flush may be running already (60 rows are past `flush_rows`): wait for its segment.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let in_segments = |s: &TableSnapshot| s.segments.iter().map(|s| s.live_rows()).sum::<u64>();
+    while in_segments(&harness.handle.as_ref().unwrap().snapshot()) < 60 {
+        harness.handle.as_ref().unwrap().flush().await.unwrap();
+        assert!(std::time::Instant::now() < deadline, "no flush happened");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    harness.write(append(60, 10)).await;
+    let filter = |snapshot: &TableSnapshot| {
+        let docs = snapshot
+            .index
+            .as_ref()
+            .and_then(|i| i.docs.clone())
+            .unwrap();
+        let mut term = Term::from_field_json_path(docs.keyword, "n", true);
+        term.append_type_and_fast_value(0i64);
+        let query = Box::new(TermQuery::new(term, IndexRecordOption::Basic));
+        cached::CachedFilter::new(
+            cached::FilterKey::of("n:0", docs.fingerprint()).unwrap(),
+            query,
+        )
+    };
+    let read = |snapshot: Arc<TableSnapshot>, within: Arc<RowsWithin>| {
+        harness.query_scan(TableScan::new(snapshot).within(within))
+    };
+
+    let snapshot = harness.handle.as_ref().unwrap().snapshot();
+    assert!(
+        !snapshot.segments.is_empty() && !snapshot.memtable.is_empty(),
+        "{} segments, {} memtable batches",
+        snapshot.segments.len(),
+        snapshot.memtable.len()
+    );
+    let first = snapshot.kept_within(&filter(&snapshot)).unwrap();
+    assert!(Arc::ptr_eq(
+        &first,
+        &snapshot.kept_within(&filter(&snapshot)).unwrap()
+    ));
+    let expected: Vec<u64> = (0..70).filter(|id| id % 3 == 0).collect();
+    let read_ids = |rows: BTreeMap<u64, Row>| rows.into_keys().collect::<Vec<u64>>();
+    assert_eq!(
+        read_ids(read(snapshot.clone(), first.clone()).await),
+        expected
+    );
+
+    harness
+        .write(Body::RowsDeleted(RowsDeleted {
+            table_id: "t1".into(),
+            row_ids: vec![3, 63],
+            vector_count: 0,
+        }))
+        .await;
+    let snapshot = harness.handle.as_ref().unwrap().snapshot();
+    let second = snapshot.kept_within(&filter(&snapshot)).unwrap();
+    assert!(!Arc::ptr_eq(&first, &second));
+    let expected: Vec<u64> = expected
+        .into_iter()
+        .filter(|id| ![3, 63].contains(id))
+        .collect();
+    assert_eq!(second.rows().iter().collect::<Vec<u64>>(), expected);
+    assert_eq!(read_ids(read(snapshot, second).await), expected);
 }

@@ -20,13 +20,12 @@ use std::{
     sync::Arc,
 };
 
-use roaring::RoaringTreemap;
 use serde_json::{Map, Value, json};
 use strata_projections::{
     catalog::{CatalogState, TableDef},
     schema::ColumnType,
     table::{
-        TableSnapshot,
+        RowsWithin, TableSnapshot,
         cached::{CachedFilter, FilterKey},
         docs::DocsSchema,
     },
@@ -431,18 +430,21 @@ impl DatasetView {
         ))
     }
 
-    /// The ids of the records the reader may see, by the document index (`None`: all).
-    pub async fn visible_rows(&self) -> Result<Option<Arc<RoaringTreemap>>> {
+    /// The records the reader may see, by the document index, as a scan reads them (`None`:
+    /// all).
+    pub async fn visible_rows(&self) -> Result<Option<Arc<RowsWithin>>> {
         let Some(filter) = self.record_filter()? else {
             return Ok(None);
         };
         let snapshot = self.snapshot.clone();
         let rows = crate::engine::blocking(move || match filter.downcast_ref::<CachedFilter>() {
-            Some(cached) => snapshot.filtered_rows(cached),
-            None => snapshot.matching_rows(filter.as_ref()),
+            Some(cached) => snapshot.kept_within(cached),
+            None => snapshot
+                .matching_rows(filter.as_ref())
+                .map(|rows| Arc::new(RowsWithin::new(&snapshot, Arc::new(rows)))),
         })
         .await??;
-        Ok(Some(Arc::new(rows)))
+        Ok(Some(rows))
     }
 
     /// The series filter of a metrics dataset's records (`None`: all).

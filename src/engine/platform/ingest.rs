@@ -770,7 +770,7 @@ impl Engine {
     async fn all_rows(
         &self,
         snapshot: Arc<TableSnapshot>,
-        rows: Option<Arc<RoaringTreemap>>,
+        rows: Option<Arc<strata_projections::table::RowsWithin>>,
     ) -> Result<Vec<RecordBatch>> {
         let ctx = crate::query::session(&self.queries);
         let mut scan = strata_projections::table::TableScan::new(snapshot);

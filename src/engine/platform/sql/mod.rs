@@ -277,7 +277,7 @@ impl Engine {
         if !view.def.metrics
             && let Some(rows) = view.visible_rows().await?
         {
-            return Ok(rows.len());
+            return Ok(rows.rows().len());
         }
         let ctx = query::session(&self.queries);
         register(&ctx, "t", std::slice::from_ref(view), TimeBounds::default()).await?;
