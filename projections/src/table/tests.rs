@@ -358,11 +358,23 @@ async fn run_on(table: Arc<TableDef>, ops: Vec<Op>, options: TableOptions) {
         .map(|(id, row)| (*id, row.clone()))
         .collect();
     assert_eq!(harness.query_within(asked.clone()).await, within);
+    // And one block of ids: segments wholly in it, and segments that it cuts.
+    let block: RoaringTreemap = (next_id / 3..next_id * 2 / 3).collect();
+    let in_block: BTreeMap<u64, Row> = model
+        .range(next_id / 3..next_id * 2 / 3)
+        .map(|(id, row)| (*id, row.clone()))
+        .collect();
+    assert_eq!(harness.query_within(block.clone()).await, in_block);
     harness.restart().await;
     assert_eq!(harness.query().await, model, "after a final restart");
     assert_eq!(
         harness.query_within(asked).await,
         within,
+        "after a final restart"
+    );
+    assert_eq!(
+        harness.query_within(block).await,
+        in_block,
         "after a final restart"
     );
 }
