@@ -28,7 +28,9 @@ use tantivy::{
     BitSet, DocId, DocSet, Score, SegmentReader, TERMINATED, TantivyError,
     columnar::Column,
     index::SegmentId,
-    query::{BitSetDocSet, ConstScorer, EnableScoring, Explanation, Query, Scorer, Weight},
+    query::{
+        AllQuery, BitSetDocSet, ConstScorer, EnableScoring, Explanation, Query, Scorer, Weight,
+    },
 };
 
 use super::{RowsWithin, docs::ROW_ID_FIELD};
@@ -192,11 +194,16 @@ impl CachedFilter {
     }
 
     /// `query`'s matches that this filter keeps, scored by `query` (see [`Within`]).
-    pub fn restrict(&self, query: Box<dyn Query>) -> Within {
-        Within {
+    pub fn restrict(&self, query: Box<dyn Query>) -> Box<dyn Query> {
+        // `match_all` matches every document with the score its boost gives, as this filter's
+        // scorer does its own: the filter alone, its bitset walked, not every document tried.
+        if query.downcast_ref::<AllQuery>().is_some() {
+            return Box::new(self.clone());
+        }
+        Box::new(Within {
             query: Arc::from(query),
             filter: self.clone(),
-        }
+        })
     }
 
     fn cached_weight(&self, scoring: &EnableScoring<'_>) -> tantivy::Result<CachedWeight> {

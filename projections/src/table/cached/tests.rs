@@ -185,11 +185,22 @@ fn a_query_within_a_kept_filter_keeps_the_query_s_scores() {
     assert_eq!(rows(&index, &restricted).len(), 500);
     // Searched within a query that leads, as within a conjunction.
     let both = BooleanQuery::new(vec![
-        (Occur::Must, Box::new(restricted.clone()) as Box<dyn Query>),
+        (Occur::Must, restricted.box_clone()),
         (Occur::Must, below(&docs, 100)),
     ]);
     assert_eq!(
         rows(&index, &both),
         (100..200).step_by(2).collect::<Vec<u64>>()
     );
+    // `match_all` within the filter is the filter alone: the documents and scores (1, as
+    // `match_all`'s own) of the query leading.
+    let all = filter.restrict(Box::new(tantivy::query::AllQuery));
+    assert!(all.downcast_ref::<CachedFilter>().is_some());
+    let led = Within {
+        query: Arc::new(tantivy::query::AllQuery),
+        filter: filter.clone(),
+    };
+    assert_eq!(scored(all.as_ref()), scored(&led));
+    assert_eq!(scored(&led).len(), rows(&index, even(&docs).as_ref()).len());
+    assert!(scored(&led).iter().all(|(_, score)| *score == 1.0));
 }

@@ -1051,7 +1051,7 @@ pub fn both(a: DslQuery, b: DslQuery) -> DslQuery {
 pub fn within(query: DslQuery, filter: DslQuery) -> DslQuery {
     // A filter whose matches are kept is looked up for each match of the query.
     if let Some(kept) = filter.downcast_ref::<CachedFilter>() {
-        return Box::new(kept.restrict(query));
+        return kept.restrict(query);
     }
     Box::new(BooleanQuery::new(vec![
         (Occur::Must, query),
