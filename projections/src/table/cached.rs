@@ -60,6 +60,10 @@ pub struct KeptWithin(Mutex<VecDeque<(FilterKey, Arc<RowsWithin>)>>);
 /// How many filters' rows a snapshot keeps (one per role filter read from it, in practice).
 const KEPT_PER_SNAPSHOT: usize = 4;
 
+/// The most bytes one filter's rows may take to be kept: about half a million runs, the
+/// selections of a million rows that a filter scatters. Larger ones are found by each read.
+pub const KEPT_ROWS_BYTES: usize = 8 << 20;
+
 /// A copy of a snapshot keeps nothing: it may be changed.
 impl Clone for KeptWithin {
     fn clone(&self) -> Self {
@@ -78,6 +82,9 @@ impl KeptWithin {
             return Ok(rows.clone());
         }
         let rows = Arc::new(find()?);
+        if rows.bytes() > KEPT_ROWS_BYTES {
+            return Ok(rows);
+        }
         let mut kept = self.0.lock();
         if kept.len() == KEPT_PER_SNAPSHOT {
             kept.pop_front();

@@ -103,9 +103,33 @@ impl RowsWithin {
         RowsWithin { rows, segments }
     }
 
-    /// The ids of the rows (some may be of deleted rows, or of none).
+    /// The ids of the rows, as given.
     pub fn rows(&self) -> &Arc<RoaringTreemap> {
         &self.rows
+    }
+
+    /// About the bytes it takes: the ids, and the selections' runs.
+    pub(crate) fn bytes(&self) -> usize {
+        let runs: usize = self
+            .segments
+            .values()
+            .flatten()
+            .map(|read| read.iter().count())
+            .sum();
+        self.rows.serialized_size() + runs * std::mem::size_of::<RowSelector>()
+    }
+
+    /// Rows of no segment, one selection of `runs` runs: a stand-in of a given size.
+    #[cfg(test)]
+    pub(crate) fn of_runs(runs: usize) -> RowsWithin {
+        let selectors = (0..runs).map(|i| match i % 2 {
+            0 => RowSelector::skip(1),
+            _ => RowSelector::select(1),
+        });
+        RowsWithin {
+            rows: Arc::new(RoaringTreemap::new()),
+            segments: HashMap::from([(0, Some(selectors.collect()))]),
+        }
     }
 }
 

@@ -204,3 +204,30 @@ fn a_query_within_a_kept_filter_keeps_the_query_s_scores() {
     assert_eq!(scored(&led).len(), rows(&index, even(&docs).as_ref()).len());
     assert!(scored(&led).iter().all(|(_, score)| *score == 1.0));
 }
+
+#[test]
+fn a_snapshot_keeps_a_filter_s_rows_unless_they_are_too_large() {
+    let kept = KeptWithin::default();
+    let key = |text: &str| FilterKey::of(text, 1).unwrap();
+    let finds = std::cell::Cell::new(0);
+    let read = |text: &str, runs: usize| {
+        kept.get_or_find(&key(text), || {
+            finds.set(finds.get() + 1);
+            Ok::<_, ()>(RowsWithin::of_runs(runs))
+        })
+        .unwrap()
+    };
+    let small = read("small", 1_000);
+    assert!(Arc::ptr_eq(&small, &read("small", 1_000)));
+    // Past the bound, each read finds them again.
+    let runs = KEPT_ROWS_BYTES / std::mem::size_of::<parquet::arrow::arrow_reader::RowSelector>();
+    let large = read("large", runs + 1);
+    assert!(!Arc::ptr_eq(&large, &read("large", runs + 1)));
+    assert_eq!(finds.get(), 3);
+    // Past four filters, the oldest goes.
+    for other in ["a", "b", "c", "d"] {
+        read(other, 10);
+    }
+    read("small", 1_000);
+    assert_eq!(finds.get(), 8);
+}
