@@ -1,7 +1,9 @@
 //! DataFusion over a table snapshot: segments are scanned as Parquet through object_store, with
 //! the projection and the query's filters pushed into the scan (row groups pruned by their
 //! statistics), each followed by a filter of its tombstoned rows; memtable rows are scanned
-//! from memory.
+//! from memory. A scan of some rows alone ([`TableScan::within`]: the records a reader may
+//! see) gives each segment's share to the Parquet reader as a row selection, so the other rows
+//! are never decoded and no row id is tested.
 
 use std::{collections::HashMap, fmt, sync::Arc};
 
@@ -137,26 +139,24 @@ impl RowsWithin {
 /// `ids`. The file holds exactly its ids, in ascending order (as [`super::search`] relies on
 /// too), so a row's position is its id's rank; one pass over both sets finds the runs.
 fn selection(ids: &RoaringTreemap, hits: &RoaringTreemap) -> RowSelection {
+    let selector = |selected: bool, run: usize| match selected {
+        true => RowSelector::select(run),
+        false => RowSelector::skip(run),
+    };
     let mut selectors = Vec::new();
     let mut hits = hits.iter().peekable();
     let (mut selecting, mut run) = (false, 0usize);
     for id in ids {
         let selected = hits.next_if_eq(&id).is_some();
         if selected != selecting && run > 0 {
-            selectors.push(match selecting {
-                true => RowSelector::select(run),
-                false => RowSelector::skip(run),
-            });
+            selectors.push(selector(selecting, run));
             run = 0;
         }
         selecting = selected;
         run += 1;
     }
     if run > 0 {
-        selectors.push(match selecting {
-            true => RowSelector::select(run),
-            false => RowSelector::skip(run),
-        });
+        selectors.push(selector(selecting, run));
     }
     RowSelection::from(selectors)
 }
