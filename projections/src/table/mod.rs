@@ -55,7 +55,7 @@ use self::rows::row_ids;
 pub use self::{
     index::{IndexSpec, SegmentIndex, VectorSpec},
     provider::{
-        DeletionFilterExec, RowsWithin, TableScan, scan_schema, strings_as_declared,
+        KeepExec, RowsWithin, TableScan, scan_schema, strings_as_declared,
         strings_as_declared_schema,
     },
     segment::{Segment, SegmentFile, TableStore, segment_properties},

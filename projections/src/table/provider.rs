@@ -7,12 +7,16 @@
 
 use std::{collections::HashMap, fmt, sync::Arc};
 
-use arrow::array::{BooleanArray, RecordBatch, UInt64Array};
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use arrow::{
+    array::BooleanBufferBuilder,
+    array::{BooleanArray, Int64Array, RecordBatch, UInt64Array},
+    buffer::BooleanBuffer,
+};
+use arrow_schema::{DataType, Field, FieldRef, Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::{
     catalog::{Session, TableProvider},
-    common::{DFSchema, Result as DfResult, tree_node::TreeNodeRecursion},
+    common::{DFSchema, Result as DfResult, ScalarValue, tree_node::TreeNodeRecursion},
     datasource::{
         TableType,
         listing::PartitionedFile,
@@ -21,6 +25,7 @@ use datafusion::{
             FileGroup, FileScanConfigBuilder, ParquetSource, parquet::ParquetRowSelection,
         },
         source::DataSourceExec,
+        table_schema::TableSchema,
     },
     execution::{SendableRecordBatchStream, TaskContext},
     logical_expr::{Expr, TableProviderFilterPushDown, utils::conjunction},
@@ -32,7 +37,10 @@ use datafusion::{
     },
 };
 use futures::StreamExt;
-use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
+use parquet::arrow::{
+    RowNumber,
+    arrow_reader::{RowSelection, RowSelector},
+};
 use roaring::RoaringTreemap;
 
 use super::{
@@ -75,10 +83,27 @@ impl TableScan {
 /// [`TableSnapshot::kept_within`]), not once per statement.
 pub struct RowsWithin {
     rows: Arc<RoaringTreemap>,
-    /// By segment (`seq`): the rows of its file to read, `None` for all of them. A segment
-    /// not here has none of the rows, or only deleted ones.
-    segments: HashMap<u64, Option<RowSelection>>,
+    /// By segment (`seq`): its share of the rows. A segment not here has none of the rows, or
+    /// only deleted ones.
+    segments: HashMap<u64, Share>,
 }
+
+/// How a scan reads a segment's share of some rows.
+enum Share {
+    /// Every row of the file.
+    All,
+    /// Rows in a few long runs: the Parquet reader reads them alone, and skips the pages that
+    /// hold none of them.
+    Runs(RowSelection),
+    /// Rows in many short runs, which would skip hardly a page, and cost the Parquet reader a
+    /// walk over every run per statement and per column: every row of the file is read, and a
+    /// filter keeps those whose position in the file is set here.
+    Positions(BooleanBuffer),
+}
+
+/// Below this many rows per run on average, a share is read as [`Share::Positions`]. The
+/// Parquet reader itself turns selections with runs shorter than this (its default) into masks.
+const SHORT_RUNS: usize = 32;
 
 impl fmt::Debug for RowsWithin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -99,8 +124,11 @@ impl RowsWithin {
             if hits.is_empty() {
                 continue;
             }
-            let read = (hits.len() != segment.rows).then(|| selection(&segment.ids, &hits));
-            segments.insert(segment.seq, read);
+            let share = match hits.len() == segment.rows {
+                true => Share::All,
+                false => share(&segment.ids, &hits),
+            };
+            segments.insert(segment.seq, share);
         }
         RowsWithin { rows, segments }
     }
@@ -110,15 +138,18 @@ impl RowsWithin {
         &self.rows
     }
 
-    /// About the bytes it takes: the ids, and the selections' runs.
+    /// About the bytes it takes: the ids, and the selections' runs or positions.
     pub(crate) fn bytes(&self) -> usize {
-        let runs: usize = self
+        let shares: usize = self
             .segments
             .values()
-            .flatten()
-            .map(|read| read.iter().count())
+            .map(|share| match share {
+                Share::All => 0,
+                Share::Runs(read) => read.iter().count() * std::mem::size_of::<RowSelector>(),
+                Share::Positions(at) => at.inner().len(),
+            })
             .sum();
-        self.rows.serialized_size() + runs * std::mem::size_of::<RowSelector>()
+        self.rows.serialized_size() + shares
     }
 
     /// Rows of no segment, one selection of `runs` runs: a stand-in of a given size.
@@ -130,7 +161,7 @@ impl RowsWithin {
         });
         RowsWithin {
             rows: Arc::new(RoaringTreemap::new()),
-            segments: HashMap::from([(0, Some(selectors.collect()))]),
+            segments: HashMap::from([(0, Share::Runs(selectors.collect()))]),
         }
     }
 }
@@ -138,7 +169,7 @@ impl RowsWithin {
 /// Which rows of a segment's file to read: those with ids in `hits`, a subset of the file's
 /// `ids`. The file holds exactly its ids, in ascending order (as [`super::search`] relies on
 /// too), so a row's position is its id's rank; one pass over both sets finds the runs.
-fn selection(ids: &RoaringTreemap, hits: &RoaringTreemap) -> RowSelection {
+fn share(ids: &RoaringTreemap, hits: &RoaringTreemap) -> Share {
     let selector = |selected: bool, run: usize| match selected {
         true => RowSelector::select(run),
         false => RowSelector::skip(run),
@@ -158,7 +189,14 @@ fn selection(ids: &RoaringTreemap, hits: &RoaringTreemap) -> RowSelection {
     if run > 0 {
         selectors.push(selector(selecting, run));
     }
-    RowSelection::from(selectors)
+    if selectors.len() * SHORT_RUNS <= ids.len() as usize {
+        return Share::Runs(RowSelection::from(selectors));
+    }
+    let mut positions = BooleanBufferBuilder::new(ids.len() as usize);
+    for run in selectors {
+        positions.append_n(run.row_count, !run.skip);
+    }
+    Share::Positions(positions.finish())
 }
 
 /// The schema queries see: the table's, with `utf8` columns as `utf8view`. Parquet decodes
@@ -241,13 +279,6 @@ impl TableProvider for TableScan {
         let wanted: Vec<usize> = projection
             .cloned()
             .unwrap_or_else(|| (0..schema.fields().len()).collect());
-        // Tombstones are filtered by row id, so a scan of a segment with tombstones also reads
-        // `_row_id` (column 0); a scan of a clean segment reads only what the query wants.
-        let mut read = wanted.clone();
-        if !read.contains(&0) {
-            read.insert(0, 0);
-        }
-        let row_id_at = read.iter().position(|&i| i == 0).unwrap_or(0);
         let predicate = match conjunction(filters.to_vec()) {
             Some(filter) => {
                 let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
@@ -255,62 +286,77 @@ impl TableProvider for TableScan {
             }
             None => None,
         };
+        // A scan of the files reading `columns` of the table; `numbered`: and after them, each
+        // row's segment (`seq`, from the file's partition value) and its position in the file.
         let parquet = |files: Vec<PartitionedFile>,
-                       columns: &[usize]|
+                       columns: &[usize],
+                       numbered: bool|
          -> DfResult<Arc<dyn ExecutionPlan>> {
-            let mut source = ParquetSource::new(schema.clone());
+            let mut table = TableSchema::builder(schema.clone());
+            let mut columns = columns.to_vec();
+            if numbered {
+                table = table
+                    .with_table_partition_cols(vec![segment_field()])
+                    .with_virtual_columns(vec![position_field()]);
+                columns.extend([schema.fields().len(), schema.fields().len() + 1]);
+            }
+            let mut source = ParquetSource::new(table.build());
             if let Some(predicate) = &predicate {
                 source = source.with_predicate(predicate.clone());
             }
             let config = FileScanConfigBuilder::new(snapshot.store.url.clone(), Arc::new(source))
                 .with_file_group(FileGroup::new(files))
-                .with_projection_indices(Some(columns.to_vec()))?
+                .with_projection_indices(Some(columns))?
                 .build();
             Ok(DataSourceExec::from_data_source(config))
         };
         let file = |segment: &Segment| {
             PartitionedFile::new(segment.file.path.to_string(), segment.file.bytes)
         };
-        // Keeps the `wanted` columns of a plan that read the `read` ones.
-        let read_schema = Arc::new(schema.project(&read)?);
-        let to_wanted = |plan: Arc<dyn ExecutionPlan>| -> DfResult<Arc<dyn ExecutionPlan>> {
-            if read == wanted {
-                return Ok(plan);
-            }
-            let columns: Vec<(Arc<dyn PhysicalExpr>, String)> = wanted
-                .iter()
-                .map(|&i| {
-                    let at = read.iter().position(|&r| r == i).unwrap_or(0);
-                    let name = read_schema.field(at).name().clone();
-                    (
-                        Arc::new(Column::new(&name, at)) as Arc<dyn PhysicalExpr>,
-                        name,
-                    )
-                })
-                .collect();
-            Ok(Arc::new(ProjectionExec::try_new(columns, plan)?))
-        };
         let mut parts: Vec<Arc<dyn ExecutionPlan>> = Vec::new();
         match &self.within {
-            // Each segment reads its rows among those asked for, less its tombstones, as a
-            // row selection; none of them needs its row ids read or tested.
+            // Each segment reads its rows among those asked for, less its tombstones: as a row
+            // selection, or every row kept or not by its position; no row id is tested.
             Some(within) => {
+                // Rows kept by position need their segment told apart, by a partition value.
+                let numbered =
+                    (within.segments.values()).any(|share| matches!(share, Share::Positions(_)));
                 let mut files = Vec::new();
+                let mut positions = HashMap::new();
                 for segment in &snapshot.segments {
-                    match within.segments.get(&segment.seq) {
-                        None => {}
-                        Some(None) => files.push(file(segment)),
-                        Some(Some(read)) => files.push(
-                            file(segment).with_extension(ParquetRowSelection::new(read.clone())),
-                        ),
+                    let Some(share) = within.segments.get(&segment.seq) else {
+                        continue;
+                    };
+                    let mut read = file(segment);
+                    match share {
+                        Share::All => {}
+                        Share::Runs(runs) => {
+                            read = read.with_extension(ParquetRowSelection::new(runs.clone()))
+                        }
+                        Share::Positions(kept) => {
+                            positions.insert(segment.seq, kept.clone());
+                        }
                     }
+                    if numbered {
+                        read.partition_values = vec![ScalarValue::UInt64(Some(segment.seq))];
+                    }
+                    files.push(read);
                 }
-                if !files.is_empty() {
-                    parts.push(parquet(files, &wanted)?);
+                if !files.is_empty() && !numbered {
+                    parts.push(parquet(files, &wanted, false)?);
+                } else if !files.is_empty() {
+                    let kept = Kept::AtPositions {
+                        positions: Arc::new(positions),
+                        segment_at: wanted.len(),
+                        position_at: wanted.len() + 1,
+                    };
+                    let plan = KeepExec::new(parquet(files, &wanted, true)?, kept);
+                    parts.push(first_columns(Arc::new(plan), wanted.len())?);
                 }
             }
             // Segments without tombstones are read by one scan, which DataFusion spreads over
-            // its partitions; each segment with tombstones gets a scan and a filter of its own.
+            // its partitions; each segment with tombstones gets a scan and a filter of its own,
+            // which reads `_row_id` (column 0) too.
             None => {
                 let clean: Vec<PartitionedFile> = snapshot
                     .segments
@@ -319,17 +365,22 @@ impl TableProvider for TableScan {
                     .map(file)
                     .collect();
                 if !clean.is_empty() {
-                    parts.push(parquet(clean, &wanted)?);
+                    parts.push(parquet(clean, &wanted, false)?);
                 }
+                let (read, at) = match wanted.iter().position(|&i| i == 0) {
+                    Some(at) => (wanted.clone(), at),
+                    None => ([wanted.as_slice(), &[0]].concat(), wanted.len()),
+                };
                 for segment in &snapshot.segments {
                     if segment.deleted.is_empty() || segment.live_rows() == 0 {
                         continue;
                     }
-                    parts.push(to_wanted(Arc::new(DeletionFilterExec::new(
-                        parquet(vec![file(segment)], &read)?,
-                        segment.deleted.clone(),
-                        row_id_at,
-                    )))?);
+                    let kept = Kept::NotDeleted {
+                        deleted: segment.deleted.clone(),
+                        at,
+                    };
+                    let plan = KeepExec::new(parquet(vec![file(segment)], &read, false)?, kept);
+                    parts.push(first_columns(Arc::new(plan), wanted.len())?);
                 }
             }
         }
@@ -375,41 +426,163 @@ fn rows_of(batch: &RecordBatch, rows: &RoaringTreemap) -> DfResult<RecordBatch> 
     Ok(arrow::compute::filter_record_batch(batch, &keep)?)
 }
 
-/// Removes rows whose `_row_id` is in a bitmap: the tombstones of one segment.
-#[derive(Debug)]
-pub struct DeletionFilterExec {
-    input: Arc<dyn ExecutionPlan>,
-    deleted: Arc<RoaringTreemap>,
-    row_id_at: usize,
+/// The virtual column of a row's position in its segment's file (Parquet's row number).
+fn position_field() -> FieldRef {
+    Arc::new(
+        Field::new("__strata_file_position", DataType::Int64, false).with_extension_type(RowNumber),
+    )
 }
 
-impl DeletionFilterExec {
-    pub fn new(
-        input: Arc<dyn ExecutionPlan>,
+/// The partition column of a row's segment (`seq`), its file's partition value.
+fn segment_field() -> FieldRef {
+    Arc::new(Field::new("__strata_segment", DataType::UInt64, false))
+}
+
+/// The first `n` columns of `plan`.
+fn first_columns(plan: Arc<dyn ExecutionPlan>, n: usize) -> DfResult<Arc<dyn ExecutionPlan>> {
+    let output = plan.schema();
+    if output.fields().len() == n {
+        return Ok(plan);
+    }
+    let columns: Vec<(Arc<dyn PhysicalExpr>, String)> = (0..n)
+        .map(|i| {
+            let name = output.field(i).name().clone();
+            (
+                Arc::new(Column::new(&name, i)) as Arc<dyn PhysicalExpr>,
+                name,
+            )
+        })
+        .collect();
+    Ok(Arc::new(ProjectionExec::try_new(columns, plan)?))
+}
+
+/// Which rows of a scan a [`KeepExec`] keeps, by columns of the scan (`at`).
+#[derive(Debug, Clone)]
+enum Kept {
+    /// Those whose `_row_id` is not among one segment's tombstones.
+    NotDeleted {
         deleted: Arc<RoaringTreemap>,
-        row_id_at: usize,
-    ) -> Self {
-        DeletionFilterExec {
-            input,
-            deleted,
-            row_id_at,
+        at: usize,
+    },
+    /// Those of a segment here ([`segment_field`]) whose position in the file
+    /// ([`position_field`]) is set; all those of the other segments.
+    AtPositions {
+        positions: Arc<HashMap<u64, BooleanBuffer>>,
+        segment_at: usize,
+        position_at: usize,
+    },
+}
+
+impl Kept {
+    /// Which rows of `batch` are kept (`None`: all).
+    fn mask(&self, batch: &RecordBatch) -> DfResult<Option<BooleanArray>> {
+        let column = |at: usize| batch.column(at).as_any();
+        let not_of = |at: usize, what: &str| {
+            datafusion::error::DataFusionError::Internal(format!("column {at} is not {what}"))
+        };
+        Ok(Some(match self {
+            Kept::NotDeleted { deleted, at } => column(*at)
+                .downcast_ref::<UInt64Array>()
+                .ok_or_else(|| not_of(*at, ROW_ID))?
+                .values()
+                .iter()
+                .map(|id| Some(!deleted.contains(*id)))
+                .collect(),
+            Kept::AtPositions {
+                positions,
+                segment_at,
+                position_at,
+            } => {
+                let segments = column(*segment_at)
+                    .downcast_ref::<UInt64Array>()
+                    .ok_or_else(|| not_of(*segment_at, "a segment"))?
+                    .values();
+                let numbers = column(*position_at)
+                    .downcast_ref::<Int64Array>()
+                    .ok_or_else(|| not_of(*position_at, "a file position"))?
+                    .values();
+                // A batch usually holds rows of one file, but may hold the last rows of one
+                // and the first of the next: each run of one segment is looked up on its own.
+                // A file is read once per scan, so its rows are one run of the batch.
+                let mut kept = BooleanBufferBuilder::new(segments.len());
+                let mut start = 0;
+                while let Some(&seq) = segments.get(start) {
+                    let run = match segments.last() == Some(&seq) {
+                        true => segments.len() - start,
+                        false => segments[start..].iter().take_while(|&&s| s == seq).count(),
+                    };
+                    let end = start + run;
+                    match positions.get(&seq) {
+                        None if run == segments.len() => return Ok(None),
+                        None => kept.append_n(run, true),
+                        Some(set) => kept.append_buffer(
+                            &at_positions(set, &numbers[start..end])
+                                .ok_or_else(|| not_of(*position_at, "a file position"))?,
+                        ),
+                    }
+                    start = end;
+                }
+                BooleanArray::new(kept.finish(), None)
+            }
+        }))
+    }
+}
+
+/// Whether each of `numbers`, positions in a file, is set in `kept` (`None`: one is out of
+/// range). A batch's positions are usually one run, whose answer is a slice of `kept`.
+fn at_positions(kept: &BooleanBuffer, numbers: &[i64]) -> Option<BooleanBuffer> {
+    let index = |n: i64| usize::try_from(n).ok().filter(|&n| n < kept.len());
+    let (Some(&first), Some(&last)) = (numbers.first(), numbers.last()) else {
+        return Some(BooleanBuffer::new_unset(0));
+    };
+    let (first, last) = (index(first)?, index(last)?);
+    // Without a branch per number, so that it vectorizes.
+    let start = numbers[0];
+    let one_run = last.checked_sub(first) == Some(numbers.len() - 1)
+        && (numbers.iter().zip(0..)).fold(true, |one, (&n, i): (&i64, i64)| one & (n == start + i));
+    if one_run {
+        return Some(kept.slice(first, numbers.len()));
+    }
+    let mut out = BooleanBufferBuilder::new(numbers.len());
+    for &n in numbers {
+        out.append(kept.value(index(n)?));
+    }
+    Some(out.finish())
+}
+
+/// Keeps some rows of one segment's scan: those not tombstoned, or those at given positions.
+#[derive(Debug)]
+pub struct KeepExec {
+    input: Arc<dyn ExecutionPlan>,
+    kept: Kept,
+}
+
+impl KeepExec {
+    fn new(input: Arc<dyn ExecutionPlan>, kept: Kept) -> KeepExec {
+        KeepExec { input, kept }
+    }
+}
+
+impl DisplayAs for KeepExec {
+    fn fmt_as(&self, _format: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        match &self.kept {
+            Kept::NotDeleted { deleted, .. } => write!(
+                f,
+                "KeepExec: rows without {} tombstones on {ROW_ID}",
+                deleted.len()
+            ),
+            Kept::AtPositions { positions, .. } => write!(
+                f,
+                "KeepExec: rows at set positions of {} segments",
+                positions.len()
+            ),
         }
     }
 }
 
-impl DisplayAs for DeletionFilterExec {
-    fn fmt_as(&self, _format: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(
-            f,
-            "DeletionFilterExec: {} tombstones on {ROW_ID}",
-            self.deleted.len()
-        )
-    }
-}
-
-impl ExecutionPlan for DeletionFilterExec {
+impl ExecutionPlan for KeepExec {
     fn name(&self) -> &str {
-        "DeletionFilterExec"
+        "KeepExec"
     }
 
     fn properties(&self) -> &Arc<PlanProperties> {
@@ -432,10 +605,9 @@ impl ExecutionPlan for DeletionFilterExec {
         mut children: Vec<Arc<dyn ExecutionPlan>>,
         _options: ReplaceChildrenOptions,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        Ok(Arc::new(DeletionFilterExec {
+        Ok(Arc::new(KeepExec {
             input: children.swap_remove(0),
-            deleted: self.deleted.clone(),
-            row_id_at: self.row_id_at,
+            kept: self.kept.clone(),
         }))
     }
 
@@ -456,24 +628,13 @@ impl ExecutionPlan for DeletionFilterExec {
     ) -> DfResult<SendableRecordBatchStream> {
         let input = self.input.execute(partition, context)?;
         let schema = input.schema();
-        let (deleted, at) = (self.deleted.clone(), self.row_id_at);
+        let kept = self.kept.clone();
         let stream = input.map(move |batch| {
             let batch = batch?;
-            let ids = batch
-                .column(at)
-                .as_any()
-                .downcast_ref::<UInt64Array>()
-                .ok_or_else(|| {
-                    datafusion::error::DataFusionError::Internal(format!(
-                        "column {at} is not {ROW_ID}"
-                    ))
-                })?;
-            let keep: BooleanArray = ids
-                .values()
-                .iter()
-                .map(|id| Some(!deleted.contains(*id)))
-                .collect();
-            Ok(arrow::compute::filter_record_batch(&batch, &keep)?)
+            Ok(match kept.mask(&batch)? {
+                Some(mask) => arrow::compute::filter_record_batch(&batch, &mask)?,
+                None => batch,
+            })
         });
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
     }

@@ -185,19 +185,35 @@ impl Harness {
 
     /// What a scan of the rows with ids in `rows` alone reads.
     async fn query_within(&self, rows: RoaringTreemap) -> BTreeMap<u64, Row> {
+        self.query_within_where(rows, "true").await
+    }
+
+    /// What a scan of the rows with ids in `rows` alone reads of those where `condition`
+    /// holds (a filter the scan prunes row groups and pages by).
+    async fn query_within_where(
+        &self,
+        rows: RoaringTreemap,
+        condition: &str,
+    ) -> BTreeMap<u64, Row> {
         let snapshot = self.snapshot();
         let within = RowsWithin::new(&snapshot, Arc::new(rows));
-        self.query_scan(TableScan::new(snapshot).within(Arc::new(within)))
-            .await
+        let scan = TableScan::new(snapshot).within(Arc::new(within));
+        self.query_scan_where(scan, condition).await
     }
 
     async fn query_scan(&self, scan: TableScan) -> BTreeMap<u64, Row> {
+        self.query_scan_where(scan, "true").await
+    }
+
+    async fn query_scan_where(&self, scan: TableScan, condition: &str) -> BTreeMap<u64, Row> {
         let snapshot = self.snapshot();
         let ctx = SessionContext::new();
         ctx.register_object_store(snapshot.store.url.as_ref(), snapshot.store.store.clone());
         ctx.register_table("t", Arc::new(scan)).unwrap();
         let batches = ctx
-            .sql("SELECT _row_id, name, n, v IS NOT NULL AS has_v FROM t")
+            .sql(&format!(
+                "SELECT _row_id, name, n, v IS NOT NULL AS has_v FROM t WHERE {condition}"
+            ))
             .await
             .unwrap()
             .collect()
@@ -358,6 +374,20 @@ async fn run_on(table: Arc<TableDef>, ops: Vec<Op>, options: TableOptions) {
         .map(|(id, row)| (*id, row.clone()))
         .collect();
     assert_eq!(harness.query_within(asked.clone()).await, within);
+    // Within them, and with a condition the scan prunes row groups and pages by.
+    let mut ns: Vec<i64> = within.values().map(|row| row.1).collect();
+    ns.sort();
+    let least = ns.get(ns.len() / 2).copied().unwrap_or(0);
+    let some: BTreeMap<u64, Row> = (within.iter())
+        .filter(|(_, row)| row.1 >= least)
+        .map(|(id, row)| (*id, row.clone()))
+        .collect();
+    assert_eq!(
+        harness
+            .query_within_where(asked.clone(), &format!("n >= {least}"))
+            .await,
+        some
+    );
     // And one block of ids: segments wholly in it, and segments that it cuts.
     let block: RoaringTreemap = (next_id / 3..next_id * 2 / 3).collect();
     let in_block: BTreeMap<u64, Row> = model

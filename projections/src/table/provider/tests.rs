@@ -1,28 +1,38 @@
-use parquet::arrow::arrow_reader::RowSelection;
+use arrow::buffer::BooleanBuffer;
 use proptest::prelude::*;
 use roaring::RoaringTreemap;
 
-use super::selection;
+use super::{Share, at_positions, share};
 
-/// The positions a selection reads, in a file of `rows` rows.
-fn positions(selection: &RowSelection, rows: usize) -> Vec<u64> {
-    let mut out = Vec::new();
-    let mut at = 0u64;
-    for selector in selection.iter() {
-        if !selector.skip {
-            out.extend(at..at + selector.row_count as u64);
+/// The positions a share reads, in a file of `rows` rows.
+fn positions(share: &Share, rows: usize) -> Vec<u64> {
+    match share {
+        Share::All => (0..rows as u64).collect(),
+        Share::Runs(selection) => {
+            let mut out = Vec::new();
+            let mut at = 0u64;
+            for selector in selection.iter() {
+                if !selector.skip {
+                    out.extend(at..at + selector.row_count as u64);
+                }
+                at += selector.row_count as u64;
+            }
+            assert_eq!(at, rows as u64, "a selection covers the whole file");
+            out
         }
-        at += selector.row_count as u64;
+        Share::Positions(set) => {
+            assert_eq!(set.len(), rows, "positions cover the whole file");
+            set.set_indices().map(|at| at as u64).collect()
+        }
     }
-    assert_eq!(at, rows as u64, "a selection covers the whole file");
-    out
 }
 
 proptest! {
-    /// A segment file holds its ids in ascending order: the selection of some of them reads
-    /// their ranks, whatever the gaps between ids (across the 32-bit halves too).
+    /// A segment file holds its ids in ascending order: the share of some of them reads
+    /// their ranks, whatever the gaps between ids (across the 32-bit halves too), as runs or as
+    /// positions.
     #[test]
-    fn a_selection_reads_the_positions_of_the_ids_asked_for(
+    fn a_share_reads_the_positions_of_the_ids_asked_for(
         gaps in prop::collection::vec((1u64..5, any::<bool>(), any::<bool>()), 0..300),
         start in prop_oneof![Just(0u64), Just((1u64 << 32) - 100)],
     ) {
@@ -38,7 +48,39 @@ proptest! {
                 expected.push(position as u64);
             }
         }
-        let selection = selection(&ids, &hits);
-        prop_assert_eq!(positions(&selection, ids.len() as usize), expected);
+        let share = share(&ids, &hits);
+        prop_assert_eq!(positions(&share, ids.len() as usize), expected);
     }
+
+    /// Whatever positions a batch holds (one run or not), the mask says which are set.
+    #[test]
+    fn positions_of_a_batch_are_looked_up_in_the_set(
+        set in prop::collection::vec(any::<bool>(), 1..400),
+        start in 0usize..400,
+        gaps in prop::collection::vec(prop_oneof![Just(1i64), 1i64..4], 0..100),
+    ) {
+        let kept = BooleanBuffer::from(set.clone());
+        let mut numbers = vec![start as i64];
+        numbers.extend(gaps.iter().scan(start as i64, |at, gap| { *at += gap; Some(*at) }));
+        let answer = at_positions(&kept, &numbers);
+        match numbers.iter().all(|&n| (n as usize) < set.len()) {
+            true => {
+                let mask = answer.unwrap();
+                let expected: Vec<bool> = numbers.iter().map(|&n| set[n as usize]).collect();
+                prop_assert_eq!(mask.iter().collect::<Vec<bool>>(), expected);
+            }
+            false => prop_assert!(answer.is_none()),
+        }
+    }
+}
+
+/// Scattered rows are kept by position; a block of rows is read as a selection, whose pages
+/// the reader skips.
+#[test]
+fn scattered_rows_are_kept_by_position_and_a_block_by_runs() {
+    let ids: RoaringTreemap = (0..10_000).collect();
+    let scattered: RoaringTreemap = (0..10_000).filter(|id| id % 4 != 0).collect();
+    assert!(matches!(share(&ids, &scattered), Share::Positions(_)));
+    let block: RoaringTreemap = (2_000..7_000).collect();
+    assert!(matches!(share(&ids, &block), Share::Runs(_)));
 }
