@@ -25,8 +25,8 @@ mod tables;
 // The two API surfaces' modules, by their names (the node core above uses them too).
 pub use data_plane::search;
 use data_plane::{catalog, changes, table};
-pub use platform::promql;
 use platform::{access, aliases, datasets, governance, ingest, query_dsl, samples, sql, users};
+pub use platform::{monitors, promql};
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 

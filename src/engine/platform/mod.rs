@@ -12,6 +12,7 @@ pub(super) mod datasets;
 pub(super) mod governance;
 pub(super) mod ingest;
 pub(super) mod mappings;
+pub mod monitors;
 pub mod promql;
 pub(super) mod query_dsl;
 pub(super) mod samples;
