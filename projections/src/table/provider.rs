@@ -503,13 +503,14 @@ impl Kept {
                     .values();
                 // A batch usually holds rows of one file, but may hold the last rows of one
                 // and the first of the next: each run of one segment is looked up on its own.
-                // A file is read once per scan, so its rows are one run of the batch.
+                // (Whether the rest is one run is checked first, without a branch per row.)
                 let mut kept = BooleanBufferBuilder::new(segments.len());
                 let mut start = 0;
                 while let Some(&seq) = segments.get(start) {
-                    let run = match segments.last() == Some(&seq) {
-                        true => segments.len() - start,
-                        false => segments[start..].iter().take_while(|&&s| s == seq).count(),
+                    let rest = &segments[start..];
+                    let run = match rest.iter().fold(true, |one, &s| one & (s == seq)) {
+                        true => rest.len(),
+                        false => rest.iter().take_while(|&&s| s == seq).count(),
                     };
                     let end = start + run;
                     match positions.get(&seq) {

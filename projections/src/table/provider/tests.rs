@@ -1,8 +1,13 @@
-use arrow::buffer::BooleanBuffer;
+use std::{collections::HashMap, sync::Arc};
+
+use arrow::{
+    array::{ArrayRef, Int64Array, RecordBatch, UInt64Array},
+    buffer::BooleanBuffer,
+};
 use proptest::prelude::*;
 use roaring::RoaringTreemap;
 
-use super::{Share, at_positions, share};
+use super::{Kept, Share, at_positions, share};
 
 /// The positions a share reads, in a file of `rows` rows.
 fn positions(share: &Share, rows: usize) -> Vec<u64> {
@@ -83,4 +88,41 @@ fn scattered_rows_are_kept_by_position_and_a_block_by_runs() {
     assert!(matches!(share(&ids, &scattered), Share::Positions(_)));
     let block: RoaringTreemap = (2_000..7_000).collect();
     assert!(matches!(share(&ids, &block), Share::Runs(_)));
+}
+
+/// A batch may hold rows of several files: each segment's rows are looked up in its own
+/// positions, and a segment not kept by position keeps all its rows.
+#[test]
+fn a_batch_of_several_segments_keeps_each_by_its_own_positions() {
+    let kept = Kept::AtPositions {
+        positions: Arc::new(HashMap::from([
+            (1, BooleanBuffer::from(vec![true, false, true, false])),
+            (2, BooleanBuffer::from(vec![false, true])),
+        ])),
+        segment_at: 0,
+        position_at: 1,
+    };
+    let batch = |segments: Vec<u64>, positions: Vec<i64>| {
+        RecordBatch::try_from_iter([
+            ("segment", Arc::new(UInt64Array::from(segments)) as ArrayRef),
+            (
+                "position",
+                Arc::new(Int64Array::from(positions)) as ArrayRef,
+            ),
+        ])
+        .unwrap()
+    };
+    let mask = kept
+        .mask(&batch(vec![1, 1, 2, 2, 3, 1], vec![0, 1, 0, 1, 0, 2]))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        mask.values().iter().collect::<Vec<bool>>(),
+        [true, false, false, true, true, true]
+    );
+    assert!(kept.mask(&batch(vec![3, 3], vec![0, 1])).unwrap().is_none());
+    assert!(
+        kept.mask(&batch(vec![1], vec![4])).is_err(),
+        "out of the file"
+    );
 }
