@@ -60,8 +60,9 @@ pub struct KeptWithin(Mutex<VecDeque<(FilterKey, Arc<RowsWithin>)>>);
 /// How many filters' rows a snapshot keeps (one per role filter read from it, in practice).
 const KEPT_PER_SNAPSHOT: usize = 4;
 
-/// The most bytes one filter's rows may take to be kept: about half a million runs, the
-/// selections of a million rows that a filter scatters. Larger ones are found by each read.
+/// The most bytes one filter's rows may take to be kept: half a million runs of a clustered
+/// filter's selections, or the ids of millions of rows (a scattered filter's positions take a
+/// bit per row of its segments). Larger ones are found by each read.
 pub const KEPT_ROWS_BYTES: usize = 8 << 20;
 
 /// A copy of a snapshot keeps nothing: it may be changed.
