@@ -27,6 +27,8 @@ pub struct Config {
     pub tables: TablesConfig,
     pub logging: LoggingConfig,
     pub debug: DebugConfig,
+    /// The SMTP accounts email channels send through, `[smtp_accounts.<id>]` (file only).
+    pub smtp_accounts: BTreeMap<String, crate::alerting::delivery::SmtpAccount>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -238,6 +240,7 @@ impl Default for Config {
             tables: TablesConfig::default(),
             logging: LoggingConfig::default(),
             debug: DebugConfig::default(),
+            smtp_accounts: BTreeMap::new(),
         }
     }
 }
@@ -384,7 +387,9 @@ impl ConfigLoader {
             flatten("", &Value::Table(file), &mut file_keys);
             let origin = path.display().to_string();
             for (key, value) in file_keys {
-                if !keys.contains_key(&key) {
+                // SMTP accounts are named by the operator; their fields are checked when the
+                // whole configuration is read below.
+                if !keys.contains_key(&key) && !key.starts_with("smtp_accounts.") {
                     return Err(ConfigError::UnknownKey { key, origin });
                 }
                 set(&mut merged, &key, value);

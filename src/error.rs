@@ -22,6 +22,8 @@ pub enum ErrorCode {
     AccountExists,
     /// A user (the root user of an account) that exists already.
     UserExists,
+    /// Something else created with an id that is taken (a channel, a monitor).
+    Exists,
     /// Another write to the same partition was in flight: transient, retry after Retry-After.
     Busy,
     /// The resource changed while the request was being applied: retry.
@@ -53,6 +55,7 @@ impl ErrorCode {
             ErrorCode::TableExists => "table_exists",
             ErrorCode::AccountExists => "account_exists",
             ErrorCode::UserExists => "user_exists",
+            ErrorCode::Exists => "exists",
             ErrorCode::Busy => "busy",
             ErrorCode::ConcurrentChange => "concurrent_change",
             ErrorCode::Unavailable => "unavailable",
@@ -129,6 +132,9 @@ pub enum Error {
     UserExists(String),
 
     #[error("{0}")]
+    Exists(String),
+
+    #[error("{0}")]
     Busy(String),
 
     #[error("{0}")]
@@ -178,6 +184,7 @@ impl Error {
             Error::DatasetNotFound(_) => ErrorCode::TableNotFound,
             Error::AccountExists(_) => ErrorCode::AccountExists,
             Error::UserExists(_) => ErrorCode::UserExists,
+            Error::Exists(_) => ErrorCode::Exists,
             Error::Busy(_) => ErrorCode::Busy,
             Error::ConcurrentChange(_) => ErrorCode::ConcurrentChange,
             Error::Unavailable(_) => ErrorCode::Unavailable,

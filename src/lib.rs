@@ -6,6 +6,7 @@
 //! admin commands, and `strata serve`. docs/architecture.md is the map.
 
 pub mod admin;
+pub mod alerting;
 pub mod cluster;
 pub mod config;
 pub mod documents;

@@ -56,6 +56,9 @@ impl Envelope {
             Some(Body::RowsAppended(_)) => "rows_appended",
             Some(Body::RowsDeleted(_)) => "rows_deleted",
             Some(Body::RowsUpdated(_)) => "rows_updated",
+            Some(Body::AlertingChanged(_)) => "alerting_changed",
+            Some(Body::MonitorRan(_)) => "monitor_ran",
+            Some(Body::AlertDelivered(_)) => "alert_delivered",
         }
     }
 }

@@ -1,9 +1,9 @@
 //! Partition names: the unit of ordering and of writing.
 //!
 //! The naming scheme is part of the public contract for consumers of the log:
-//! `_control`, `<account>/<database>/_catalog` and `<account>/<database>/<table>`.
-//! Account, database and table names never contain `/` and never start with `_`, so the three
-//! shapes cannot collide.
+//! `_control`, `<account>/<database>/_catalog`, `<account>/<database>/<table>` and
+//! `<account>/_monitors`. Account, database and table names never contain `/` and never start
+//! with `_`, so the four shapes cannot collide.
 
 use std::fmt;
 
@@ -35,6 +35,11 @@ impl PartitionId {
     /// The partition of one table's row writes.
     pub fn table(account: &str, database: &str, table: &str) -> Self {
         PartitionId(format!("{account}/{database}/{table}"))
+    }
+
+    /// The partition of the runs of one account's monitors and of their deliveries.
+    pub fn monitor_runs(account: &str) -> Self {
+        PartitionId(format!("{account}/_monitors"))
     }
 
     /// The prefix shared by every partition of one database (its catalog and its tables).
@@ -97,6 +102,7 @@ mod tests {
             "acme/db/_catalog"
         );
         assert_eq!(PartitionId::table("acme", "db", "t").as_str(), "acme/db/t");
+        assert_eq!(PartitionId::monitor_runs("acme").as_str(), "acme/_monitors");
         assert!(
             PartitionId::table("acme", "db", "t")
                 .as_str()

@@ -60,6 +60,11 @@ fn aliases_json(aliases: &[strata_log::event::DatasetAlias]) -> Value {
         .collect()
 }
 
+/// A JSON document kept as text in an event, parsed; kept as a string when it does not parse.
+fn json_text(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|_| json!(text))
+}
+
 /// The body of an event (see the module documentation).
 pub fn body_json(body: Option<&Body>) -> Result<Value> {
     Ok(match body {
@@ -204,6 +209,49 @@ pub fn body_json(body: Option<&Body>) -> Result<Value> {
             "rows": rows_json(&b.arrow_ipc, &b.row_ids)?,
             "vectors_removed": b.vectors_removed,
             "vectors_added": b.vectors_added,
+        }),
+        Some(Body::AlertingChanged(b)) => json!({
+            "account": b.account,
+            "channels": b.channels.iter().map(|c| json!({
+                "channel_id": c.channel_id,
+                "config": json_text(&c.config_json),
+            })).collect::<Vec<_>>(),
+            "templates": b.templates.iter().map(|t| json!({
+                "template_id": t.template_id, "name": t.name, "source": t.source,
+            })).collect::<Vec<_>>(),
+            "monitors": b.monitors.iter().map(|m| json!({
+                "monitor_id": m.monitor_id,
+                "version": m.version,
+                "monitor": json_text(&m.monitor_json),
+                "author": m.author,
+            })).collect::<Vec<_>>(),
+            "deleted_channels": b.deleted_channels,
+            "deleted_monitors": b.deleted_monitors,
+        }),
+        Some(Body::MonitorRan(b)) => json!({
+            "monitor_id": b.monitor_id,
+            "monitor_version": b.monitor_version,
+            "run_id": b.run_id,
+            "planned_micros": b.planned_micros,
+            "started_micros": b.started_micros,
+            "ended_micros": b.ended_micros,
+            "result": json_text(&b.result_json),
+            "alerts": b.alerts.iter().map(|a| json!({
+                "trigger": a.trigger,
+                "action_id": a.action_id,
+                "channel_id": a.channel_id,
+                "alert": json_text(&a.alert_json),
+            })).collect::<Vec<_>>(),
+        }),
+        Some(Body::AlertDelivered(b)) => json!({
+            "monitor_id": b.monitor_id,
+            "run_id": b.run_id,
+            "trigger": b.trigger,
+            "action_id": b.action_id,
+            "channel_id": b.channel_id,
+            "delivered": b.delivered,
+            "attempts": b.attempts,
+            "error": b.error,
         }),
     })
 }

@@ -1,4 +1,5 @@
-//! The control projection: accounts, API keys and databases, from the `_control` partition.
+//! The control projection: accounts, API keys, databases, users, roles, notification channels,
+//! message templates and monitors, from the `_control` partition.
 //!
 //! Readers get an immutable [`ControlState`] snapshot; the state is small (it is loaded whole into
 //! memory at start) and persisted in the `control` tree of the [`StateStore`], one record per
@@ -229,6 +230,36 @@ impl StorageBinding {
     }
 }
 
+/// A notification channel: its `config` document as the engine validated it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Channel {
+    pub account: String,
+    pub id: String,
+    pub config_json: String,
+    pub updated_at_micros: i64,
+}
+
+/// A message template, usable by actions as the partial `{{> name}}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Template {
+    pub account: String,
+    pub id: String,
+    pub name: String,
+    pub source: String,
+}
+
+/// A monitor: its document as the engine validated it, and who last saved it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Monitor {
+    pub account: String,
+    pub id: String,
+    pub version: u64,
+    pub monitor_json: String,
+    /// The user whose rights its runs read with.
+    pub author: String,
+    pub updated_at_micros: i64,
+}
+
 /// Everything the control partition says, as of some offset.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ControlState {
@@ -241,6 +272,22 @@ pub struct ControlState {
     pub users: BTreeMap<String, User>,
     /// Roles, by (account, role name).
     pub roles: BTreeMap<(String, String), Role>,
+    /// Notification channels, by (account, channel id).
+    pub channels: BTreeMap<(String, String), Channel>,
+    /// Message templates, by (account, template id).
+    pub templates: BTreeMap<(String, String), Template>,
+    /// Monitors, by (account, monitor id).
+    pub monitors: BTreeMap<(String, String), Monitor>,
+}
+
+/// The entries of one account in a map keyed by (account, id), in id order.
+fn of_account<'a, T>(
+    map: &'a BTreeMap<(String, String), T>,
+    account: &'a str,
+) -> impl Iterator<Item = &'a T> {
+    map.range((account.to_owned(), String::new())..)
+        .take_while(move |((owner, _), _)| owner == account)
+        .map(|(_, value)| value)
 }
 
 impl ControlState {
@@ -277,6 +324,26 @@ impl ControlState {
             .range((account.to_owned(), String::new())..)
             .take_while(move |((owner, _), _)| owner == account)
             .map(|(_, role)| role)
+    }
+
+    pub fn channels_of<'a>(&'a self, account: &'a str) -> impl Iterator<Item = &'a Channel> {
+        of_account(&self.channels, account)
+    }
+
+    pub fn templates_of<'a>(&'a self, account: &'a str) -> impl Iterator<Item = &'a Template> {
+        of_account(&self.templates, account)
+    }
+
+    pub fn monitors_of<'a>(&'a self, account: &'a str) -> impl Iterator<Item = &'a Monitor> {
+        of_account(&self.monitors, account)
+    }
+
+    pub fn channel(&self, account: &str, id: &str) -> Option<&Channel> {
+        self.channels.get(&(account.to_owned(), id.to_owned()))
+    }
+
+    pub fn monitor(&self, account: &str, id: &str) -> Option<&Monitor> {
+        self.monitors.get(&(account.to_owned(), id.to_owned()))
     }
 
     pub fn database(&self, account: &str, name: &str) -> Option<&Database> {
@@ -478,7 +545,10 @@ impl ControlState {
                 }
             }
             // Not control-partition events.
+            Body::AlertingChanged(changed) => self.apply_alerting(changed, at),
             Body::LeaderEpoch(_)
+            | Body::MonitorRan(_)
+            | Body::AlertDelivered(_)
             | Body::NodeHeartbeat(_)
             | Body::TableCreated(_)
             | Body::TableDropped(_)
@@ -491,6 +561,68 @@ impl ControlState {
     }
 }
 
+impl ControlState {
+    fn apply_alerting(
+        &mut self,
+        changed: &strata_log::event::AlertingChanged,
+        at: i64,
+    ) -> Vec<RecordKey> {
+        let account = &changed.account;
+        let key = |id: &str| (account.clone(), id.to_owned());
+        let mut touched = Vec::new();
+        for channel in &changed.channels {
+            let pair = key(&channel.channel_id);
+            self.channels.insert(
+                pair.clone(),
+                Channel {
+                    account: account.clone(),
+                    id: channel.channel_id.clone(),
+                    config_json: channel.config_json.clone(),
+                    updated_at_micros: at,
+                },
+            );
+            touched.push(RecordKey::Channel(pair));
+        }
+        for template in &changed.templates {
+            let pair = key(&template.template_id);
+            self.templates.insert(
+                pair.clone(),
+                Template {
+                    account: account.clone(),
+                    id: template.template_id.clone(),
+                    name: template.name.clone(),
+                    source: template.source.clone(),
+                },
+            );
+            touched.push(RecordKey::Template(pair));
+        }
+        for monitor in &changed.monitors {
+            let pair = key(&monitor.monitor_id);
+            self.monitors.insert(
+                pair.clone(),
+                Monitor {
+                    account: account.clone(),
+                    id: monitor.monitor_id.clone(),
+                    version: monitor.version,
+                    monitor_json: monitor.monitor_json.clone(),
+                    author: monitor.author.clone(),
+                    updated_at_micros: at,
+                },
+            );
+            touched.push(RecordKey::Monitor(pair));
+        }
+        for id in &changed.deleted_channels {
+            self.channels.remove(&key(id));
+            touched.push(RecordKey::Channel(key(id)));
+        }
+        for id in &changed.deleted_monitors {
+            self.monitors.remove(&key(id));
+            touched.push(RecordKey::Monitor(key(id)));
+        }
+        touched
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum RecordKey {
     Account(String),
@@ -498,6 +630,9 @@ enum RecordKey {
     Database((String, String)),
     User(String),
     Role((String, String)),
+    Channel((String, String)),
+    Template((String, String)),
+    Monitor((String, String)),
 }
 
 impl RecordKey {
@@ -508,6 +643,9 @@ impl RecordKey {
             RecordKey::Database((account, name)) => format!("d/{account}/{name}"),
             RecordKey::User(access_key) => format!("u/{access_key}"),
             RecordKey::Role((account, name)) => format!("r/{account}/{name}"),
+            RecordKey::Channel((account, id)) => format!("ch/{account}/{id}"),
+            RecordKey::Template((account, id)) => format!("t/{account}/{id}"),
+            RecordKey::Monitor((account, id)) => format!("m/{account}/{id}"),
         }
     }
 }
@@ -543,6 +681,21 @@ impl ControlProjection {
             state
                 .roles
                 .insert((role.account.clone(), role.name.clone()), role);
+        }
+        for channel in store::scan::<Channel>(&tree, "ch/")? {
+            state
+                .channels
+                .insert((channel.account.clone(), channel.id.clone()), channel);
+        }
+        for template in store::scan::<Template>(&tree, "t/")? {
+            state
+                .templates
+                .insert((template.account.clone(), template.id.clone()), template);
+        }
+        for monitor in store::scan::<Monitor>(&tree, "m/")? {
+            state
+                .monitors
+                .insert((monitor.account.clone(), monitor.id.clone()), monitor);
         }
         let checkpoint = store::load_checkpoint(&tree)?;
         Ok(ControlProjection {
@@ -595,6 +748,18 @@ impl Projection for ControlProjection {
                 },
                 RecordKey::Role(pair) => match next.roles.get(pair) {
                     Some(role) => writes.put(&text, role)?,
+                    None => writes.delete(&text),
+                },
+                RecordKey::Channel(pair) => match next.channels.get(pair) {
+                    Some(channel) => writes.put(&text, channel)?,
+                    None => writes.delete(&text),
+                },
+                RecordKey::Template(pair) => match next.templates.get(pair) {
+                    Some(template) => writes.put(&text, template)?,
+                    None => writes.delete(&text),
+                },
+                RecordKey::Monitor(pair) => match next.monitors.get(pair) {
+                    Some(monitor) => writes.put(&text, monitor)?,
                     None => writes.delete(&text),
                 },
             }

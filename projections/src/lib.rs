@@ -18,6 +18,7 @@ pub mod catalog;
 pub mod changes;
 pub mod control;
 mod error;
+pub mod monitor_runs;
 mod projection;
 pub mod restore;
 mod runtime;

@@ -274,6 +274,38 @@ fn describe(event: &Envelope) -> Change {
             account = Some(b.account.clone());
             format!("role {} deleted", b.name)
         }
+        Some(Body::AlertingChanged(b)) => {
+            account = Some(b.account.clone());
+            alerting_text(b)
+        }
+        Some(Body::MonitorRan(b)) => {
+            account = event.partition.split_once('/').map(|(a, _)| a.to_owned());
+            run_text(b)
+        }
+        Some(Body::AlertDelivered(b)) => {
+            account = event.partition.split_once('/').map(|(a, _)| a.to_owned());
+            match b.delivered {
+                true => format!(
+                    "monitor {} run {}: action {} of trigger {} delivered to channel {} ({})",
+                    b.monitor_id,
+                    b.run_id,
+                    b.action_id,
+                    b.trigger,
+                    b.channel_id,
+                    plural(u64::from(b.attempts), "attempt")
+                ),
+                false => format!(
+                    "monitor {} run {}: action {} of trigger {} failed to reach channel {} ({}): {}",
+                    b.monitor_id,
+                    b.run_id,
+                    b.action_id,
+                    b.trigger,
+                    b.channel_id,
+                    plural(u64::from(b.attempts), "attempt"),
+                    b.error
+                ),
+            }
+        }
         Some(Body::DatabaseCreated(b)) => {
             (account, database) = (Some(b.account.clone()), Some(b.name.clone()));
             match &b.storage {
@@ -429,6 +461,70 @@ fn columns_text(columns: &[strata_log::event::Column]) -> String {
         .map(|c| format!("{} {}", c.name, c.r#type))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// What an AlertingChanged set and removed.
+fn alerting_text(b: &strata_log::event::AlertingChanged) -> String {
+    let mut parts = Vec::new();
+    let ids = |list: Vec<&str>| list.join(", ");
+    if !b.channels.is_empty() {
+        let list = b.channels.iter().map(|c| c.channel_id.as_str()).collect();
+        parts.push(format!("channels set: {}", ids(list)));
+    }
+    if !b.templates.is_empty() {
+        let list = b.templates.iter().map(|t| t.template_id.as_str()).collect();
+        parts.push(format!("templates set: {}", ids(list)));
+    }
+    if !b.monitors.is_empty() {
+        let list: Vec<String> = b
+            .monitors
+            .iter()
+            .map(|m| format!("{} v{} by {}", m.monitor_id, m.version, m.author))
+            .collect();
+        parts.push(format!("monitors set: {}", list.join(", ")));
+    }
+    if !b.deleted_channels.is_empty() {
+        let list = b.deleted_channels.iter().map(String::as_str).collect();
+        parts.push(format!("channels deleted: {}", ids(list)));
+    }
+    if !b.deleted_monitors.is_empty() {
+        let list = b.deleted_monitors.iter().map(String::as_str).collect();
+        parts.push(format!("monitors deleted: {}", ids(list)));
+    }
+    parts.join("; ")
+}
+
+/// A monitor run: which triggers fired, its error, and how many alerts it owes.
+fn run_text(b: &strata_log::event::MonitorRan) -> String {
+    let result: serde_json::Value = serde_json::from_str(&b.result_json).unwrap_or_default();
+    let fired: Vec<&str> = result["trigger_results"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, t)| t["triggered"] == serde_json::Value::Bool(true))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    let mut text = format!(
+        "monitor {} v{} run {}: {}",
+        b.monitor_id,
+        b.monitor_version,
+        b.run_id,
+        match b.planned_micros {
+            0 => "executed on request".to_owned(),
+            _ => "scheduled".to_owned(),
+        }
+    );
+    match fired.is_empty() {
+        true => text.push_str(", no trigger fired"),
+        false => text.push_str(&format!(", fired {}", fired.join(", "))),
+    }
+    if let Some(error) = result["error"].as_str() {
+        text.push_str(&format!(", error: {error}"));
+    }
+    if !b.alerts.is_empty() {
+        text.push_str(&format!(", {}", plural(b.alerts.len() as u64, "alert")));
+    }
+    text
 }
 
 #[cfg(test)]

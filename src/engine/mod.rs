@@ -138,6 +138,8 @@ pub struct Engine {
     /// When the last completed catch-up with the control partition began (see
     /// [`Engine::control_current`]); its lock lets one catch-up serve the requests waiting.
     control_checked: tokio::sync::Mutex<Option<std::time::Instant>>,
+    /// The writers of the accounts' monitor runs partitions this node has opened.
+    monitor_runs: monitors::RunsLeaders,
 }
 
 impl std::fmt::Debug for Engine {
@@ -211,6 +213,7 @@ impl Engine {
             streams: tokio::sync::watch::channel(false).0,
             cluster: std::sync::OnceLock::new(),
             control_checked: tokio::sync::Mutex::new(None),
+            monitor_runs: Default::default(),
             seal,
         });
         engine.resume_purges();

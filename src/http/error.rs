@@ -28,6 +28,7 @@ pub fn status(code: ErrorCode) -> StatusCode {
         | ErrorCode::TableExists
         | ErrorCode::AccountExists
         | ErrorCode::UserExists
+        | ErrorCode::Exists
         | ErrorCode::Busy => StatusCode::CONFLICT,
         ErrorCode::ConcurrentChange => StatusCode::PRECONDITION_FAILED,
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -124,6 +125,7 @@ mod tests {
             ErrorCode::TableExists,
             ErrorCode::AccountExists,
             ErrorCode::UserExists,
+            ErrorCode::Exists,
             ErrorCode::Busy,
             ErrorCode::ConcurrentChange,
             ErrorCode::Unavailable,

@@ -126,11 +126,22 @@ impl Permission {
     }
 }
 
+/// What a role's Notifications entry grants: `actions` ("read", "write", "delete", "execute")
+/// on the monitors, channels or configuration (`kind`: "Monitor", "Channel", "Config") whose
+/// ids match `resources`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NotificationGrant {
+    pub kind: String,
+    pub actions: Vec<String>,
+    pub resources: Vec<String>,
+}
+
 /// What a principal may do: everything (the root user), or the union of its permissions.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Grant {
     pub all: bool,
     pub permissions: Vec<Permission>,
+    pub notifications: Vec<NotificationGrant>,
 }
 
 impl Grant {
@@ -139,13 +150,24 @@ impl Grant {
         Grant {
             all: true,
             permissions: Vec::new(),
+            notifications: Vec::new(),
         }
+    }
+
+    /// Whether it allows `action` on the monitor, channel or configuration (`kind`) `id`.
+    pub fn allows_notification(&self, kind: &str, action: &str, id: &str) -> bool {
+        self.all
+            || self.notifications.iter().any(|n| {
+                n.kind == kind
+                    && n.actions.iter().any(|a| a == action)
+                    && n.resources.iter().any(|p| pattern_matches(p, id))
+            })
     }
 
     /// Whether it grants nothing at all: no role, no access (every dataset read, list
     /// included, is a 403).
     pub fn is_nothing(&self) -> bool {
-        !self.all && self.permissions.is_empty()
+        !self.all && self.permissions.is_empty() && self.notifications.is_empty()
     }
 
     /// Whether it allows `action` on `name` (a dataset or an alias).

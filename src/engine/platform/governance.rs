@@ -24,7 +24,7 @@ use strata_projections::{
 
 use crate::engine::{
     Action, Engine, Origin, PlatformPrincipal,
-    access::{FieldRule, Grant, Mask, Permission},
+    access::{FieldRule, Grant, Mask, NotificationGrant, Permission},
     query_dsl::compile as dsl,
     users::new_key_pair,
 };
@@ -484,9 +484,21 @@ pub fn grant_of(state: &ControlState, user: &User) -> Grant {
             });
         }
     }
+    let notifications = user
+        .roles
+        .iter()
+        .filter_map(|name| state.role(&user.account, name))
+        .flat_map(|role| &role.notifications)
+        .map(|n| NotificationGrant {
+            kind: n.kind.clone(),
+            actions: n.actions.clone(),
+            resources: n.resources.clone(),
+        })
+        .collect();
     Grant {
         all: false,
         permissions,
+        notifications,
     }
 }
 

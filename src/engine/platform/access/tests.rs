@@ -33,6 +33,7 @@ struct Fixture {
 fn test_grant(actions: &[Action]) -> Grant {
     Grant {
         all: false,
+        notifications: Vec::new(),
         permissions: vec![Permission {
             actions: actions.to_vec(),
             resources: vec!["people".into(), "cpu".into(), "staff".into()],
@@ -504,6 +505,7 @@ async fn writes_through_the_door_match_and_copy_only_what_the_writer_may_read() 
         "blind",
         Grant {
             all: false,
+            notifications: Vec::new(),
             permissions: vec![Permission {
                 actions: vec![Action::RecordWrite],
                 resources: vec!["people".into()],
@@ -528,6 +530,7 @@ async fn writes_through_the_door_match_and_copy_only_what_the_writer_may_read() 
         "enricher",
         Grant {
             all: false,
+            notifications: Vec::new(),
             permissions: vec![
                 Permission {
                     actions: vec![Action::RecordWrite],
@@ -612,6 +615,7 @@ fn several_permissions_are_one_union_as_api_md_states() {
     ]);
     let grant = |permissions: Vec<Permission>| Grant {
         all: false,
+        notifications: Vec::new(),
         permissions,
     };
     let seen = |g: &Grant| g.visibility(Action::RecordRead, &def, &[]).unwrap();
@@ -783,6 +787,7 @@ proptest::proptest! {
         let def = dataset_of(&FIELDS);
         let grant = |rules: &[FieldRule]| Grant {
             all: false,
+            notifications: Vec::new(),
             permissions: rules.iter().map(|r| read(&["people"], None, r.clone())).collect(),
         };
         let all = grant(&rules).visibility(Action::RecordRead, &def, &[]).unwrap();
@@ -824,6 +829,7 @@ fn mappings_hide_what_the_record_entries_hide() {
     );
     let grant = Grant {
         all: false,
+        notifications: Vec::new(),
         permissions: vec![metadata.clone(), hiding],
     };
     let seen = grant.visibility(Action::MetadataRead, &def, &[]).unwrap();
@@ -832,6 +838,7 @@ fn mappings_hide_what_the_record_entries_hide() {
     // Without a record entry for the dataset, metadata shows every field.
     let only_metadata = Grant {
         all: false,
+        notifications: Vec::new(),
         permissions: vec![metadata],
     };
     let seen = only_metadata

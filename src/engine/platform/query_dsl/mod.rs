@@ -140,6 +140,15 @@ pub(in crate::engine) async fn prepare(
     Ok((query, named, schema))
 }
 
+/// Whether `body` reads as a Query DSL search (a monitor's query, checked when it is saved);
+/// why not, when it does not.
+pub fn check_search(body: &Value) -> std::result::Result<(), String> {
+    Search::parse(body).map(|_| ()).map_err(|e| match e {
+        Error::BadRequest(reason) => reason,
+        other => other.to_string(),
+    })
+}
+
 impl Engine {
     /// Runs `query` on a blocking thread: the best `top` hits and the count.
     async fn run_query(
