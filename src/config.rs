@@ -27,6 +27,7 @@ pub struct Config {
     pub tables: TablesConfig,
     pub logging: LoggingConfig,
     pub debug: DebugConfig,
+    pub alerting: AlertingConfig,
     /// The SMTP accounts email channels send through, `[smtp_accounts.<id>]` (file only).
     pub smtp_accounts: BTreeMap<String, crate::alerting::delivery::SmtpAccount>,
 }
@@ -51,6 +52,34 @@ pub struct ServerConfig {
     pub query_memory_bytes: usize,
     /// TLS on both listeners; plain HTTP without a certificate.
     pub tls: TlsConfig,
+}
+
+/// Monitors' scheduler and alert delivery.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AlertingConfig {
+    /// Whether this node runs monitors on their schedules (POST execute works either way).
+    pub scheduler: bool,
+    /// How often the scheduler looks for due monitors, in milliseconds.
+    pub tick_ms: u64,
+    /// Monitor runs at once, on this node.
+    pub max_concurrent_runs: usize,
+    /// Tries per alert, the first included, for transient failures (5xx, timeouts, refused).
+    pub attempts: u32,
+    /// The wait after the first failed try, doubled after each further one (at most 8 s).
+    pub first_retry_ms: u64,
+}
+
+impl Default for AlertingConfig {
+    fn default() -> Self {
+        AlertingConfig {
+            scheduler: true,
+            tick_ms: 100,
+            max_concurrent_runs: 16,
+            attempts: 4,
+            first_retry_ms: 500,
+        }
+    }
 }
 
 /// The certificate both listeners serve (PEM files, read again on SIGHUP).
@@ -240,6 +269,7 @@ impl Default for Config {
             tables: TablesConfig::default(),
             logging: LoggingConfig::default(),
             debug: DebugConfig::default(),
+            alerting: AlertingConfig::default(),
             smtp_accounts: BTreeMap::new(),
         }
     }

@@ -64,6 +64,10 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         .join_cluster((info.data_addr, info.platform_addr))
         .await?;
     let state = AppState::new(engine.clone(), tls.as_deref())?;
+    let scheduler = config
+        .alerting
+        .scheduler
+        .then(|| crate::alerting::scheduler::spawn(state.alerting.clone()));
     let (stop, _) = tokio::sync::watch::channel(false);
     let stopped = |stop: &tokio::sync::watch::Sender<bool>| {
         let mut receiver = stop.subscribe();
@@ -104,6 +108,9 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     data.await??;
     platform.await??;
     admin.abort();
+    if let Some(scheduler) = scheduler {
+        scheduler.abort();
+    }
     if let Some(reloading) = reloading {
         reloading.abort();
     }

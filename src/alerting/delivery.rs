@@ -119,7 +119,7 @@ impl fmt::Debug for Destination {
 }
 
 /// A rendered alert. Its JSON form is the webhook body.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Alert {
     pub subject: String,
     pub message: String,
@@ -224,7 +224,7 @@ pub(crate) async fn deliver_with_env(
     destination: &Destination,
     alert: &Alert,
     retry: &Retry,
-    env: &dyn Fn(&str) -> Option<String>,
+    env: &(dyn Fn(&str) -> Option<String> + Sync),
 ) -> Delivery {
     let kind = destination.kind();
     let channel = match Channel::prepare(destination, alert, env) {
@@ -301,7 +301,7 @@ impl Channel {
     fn prepare(
         destination: &Destination,
         alert: &Alert,
-        env: &dyn Fn(&str) -> Option<String>,
+        env: &(dyn Fn(&str) -> Option<String> + Sync),
     ) -> Result<Self, DeliveryError> {
         match destination {
             Destination::Webhook { url, headers } => {

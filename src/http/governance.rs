@@ -50,7 +50,7 @@ fn answer_format(headers: &HeaderMap) -> Format {
 }
 
 /// Reads a document; a malformed one is a 400 naming where it is wrong.
-fn document<T: DeserializeOwned>(headers: &HeaderMap, body: &Bytes) -> Result<T> {
+pub(super) fn document<T: DeserializeOwned>(headers: &HeaderMap, body: &Bytes) -> Result<T> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(Error::BadRequest(
             "the request needs a document (YAML, or JSON with Content-Type: application/json)"
@@ -78,7 +78,7 @@ fn document<T: DeserializeOwned>(headers: &HeaderMap, body: &Bytes) -> Result<T>
 }
 
 /// `value` written as the request asked.
-fn answer(headers: &HeaderMap, value: &impl Serialize) -> Response {
+pub(super) fn answer(headers: &HeaderMap, value: &impl Serialize) -> Response {
     match answer_format(headers) {
         Format::Json => axum::Json(value).into_response(),
         Format::Yaml => match serde_norway::to_string(value) {

@@ -4,6 +4,7 @@
 //! request gets an id (the client's `x-request-id`, or a new UUIDv7), echoed in the response and
 //! stamped on the events it causes, a tracing span, and a line in the request metrics.
 
+mod alerting;
 mod aliases;
 mod body;
 mod data_plane;
@@ -16,10 +17,10 @@ mod panics;
 mod platform;
 
 pub use platform::ROUTES as PLATFORM_ROUTES;
-mod promql;
+pub(crate) mod promql;
 mod samples;
-mod search;
-mod sql;
+pub(crate) mod search;
+pub(crate) mod sql;
 
 use std::{
     sync::{Arc, OnceLock},
@@ -44,6 +45,8 @@ use crate::{
 #[derive(Clone)]
 pub struct AppState {
     pub engine: Arc<Engine>,
+    /// Runs monitors (POST execute; the scheduler holds the same).
+    pub alerting: Arc<crate::alerting::Alerting>,
     /// Sends requests on to the node that serves them, in a cluster.
     forwarder: reqwest::Client,
     /// How the other nodes' listeners are reached: `http`, or `https` when this node serves
@@ -68,6 +71,7 @@ impl AppState {
             None => Vec::new(),
         };
         Ok(AppState {
+            alerting: crate::alerting::Alerting::new(engine.clone())?,
             engine,
             forwarder: forward::client(&trusted)?,
             scheme: match tls {

@@ -20,7 +20,7 @@ use axum::{
 use serde_json::json;
 
 use super::{
-    AppState, Signed, aliases, body::PathName, documents, error::PlatformError, forward,
+    AppState, Signed, alerting, aliases, body::PathName, documents, error::PlatformError, forward,
     governance, health, promql, samples, sql,
 };
 use crate::{
@@ -145,6 +145,24 @@ route_table! {
         delete: governance::delete_role,
     },
     "/roles" => {get: governance::list_roles, put: create_reserved},
+    // Channels and monitors (YAML).
+    "/alert" => {post: alerting::create_channel, put: create_reserved},
+    "/alert/{id}" => {
+        get: alerting::get_channel,
+        patch: alerting::patch_channel,
+        delete: alerting::delete_channel,
+    },
+    "/alerts" => {get: alerting::list_channels, put: create_reserved},
+    "/alerts/config" => {post: alerting::import_config},
+    "/monitor" => {post: alerting::create_monitor, put: create_reserved},
+    "/monitor/{id}" => {
+        get: alerting::get_monitor,
+        patch: alerting::patch_monitor,
+        delete: alerting::delete_monitor,
+    },
+    "/monitor/{id}/execute" => {post: alerting::execute_monitor},
+    "/monitor/{id}/runs" => {get: alerting::monitor_runs},
+    "/monitors" => {get: alerting::list_monitors, put: create_reserved},
 }
 
 pub fn routes(state: AppState) -> Router {

@@ -9,7 +9,7 @@
 //! errors `{"status": "error", "errorType": ..., "error": ...}` with Prometheus' statuses.
 
 mod params;
-mod render;
+pub(crate) mod render;
 
 use std::time::Duration;
 

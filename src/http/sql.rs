@@ -104,7 +104,7 @@ fn read_request(
 }
 
 /// The answer's rows, each a list of JSON values in column order.
-fn rows(result: &QueryResult) -> Vec<Value> {
+pub(crate) fn rows(result: &QueryResult) -> Vec<Value> {
     let mut rows = Vec::new();
     for batch in &result.batches {
         for row in 0..batch.num_rows() {

@@ -26,7 +26,7 @@ impl Email {
         account: &SmtpAccount,
         recipients: &[String],
         alert: &Alert,
-        env: &dyn Fn(&str) -> Option<String>,
+        env: &(dyn Fn(&str) -> Option<String> + Sync),
     ) -> Result<Self, DeliveryError> {
         let authority = format!("{}:{}", account.host, account.port);
         if account.timeout_ms == 0 {

@@ -16,7 +16,7 @@ use crate::promql::{
 
 /// `{"resultType": ..., "result": ...}` as JSON text (UTF-8: strings are written by
 /// serde_json, everything else is ASCII).
-pub(super) fn result(value: &QueryValue) -> Vec<u8> {
+pub(crate) fn result(value: &QueryValue) -> Vec<u8> {
     let mut out = Vec::with_capacity(estimate(value));
     match value {
         QueryValue::Scalar { t, v } => {

@@ -357,6 +357,7 @@ fn query(doc: &Value) -> Result<Value> {
         "sql" => {
             no_other_keys(fields, &["type", "statement"], at)?;
             let statement = string(fields, "statement", at)?;
+            check_read_only(statement).map_err(|reason| invalid("query.statement", reason))?;
             Ok(json!({"type": "sql", "statement": statement}))
         }
         "promql" => {
@@ -618,6 +619,23 @@ pub(super) fn merged(base: &Value, patch: &Map<String, Value>) -> Value {
         out.insert(key.clone(), value.clone());
     }
     Value::Object(out)
+}
+
+/// A monitor's SQL must read: a query, SHOW or DESCRIBE, never a write.
+pub fn check_read_only(statement: &str) -> std::result::Result<(), String> {
+    let first = statement
+        .trim_start_matches(|c: char| c.is_whitespace() || c == '(')
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    match first.as_str() {
+        "select" | "with" | "show" | "describe" | "desc" | "explain" | "values" => Ok(()),
+        _ => Err(format!(
+            "a monitor's statement must read (SELECT, WITH, SHOW, DESCRIBE), not {:?}",
+            statement.split_whitespace().next().unwrap_or_default()
+        )),
+    }
 }
 
 #[cfg(test)]
