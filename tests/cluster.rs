@@ -338,3 +338,110 @@ async fn a_killed_owners_databases_move_to_the_other_node_with_every_acknowledge
         assert!(read.contains(&42) && ids.is_subset(&read));
     }
 }
+
+/// A webhook receiver on loopback that counts what it is sent; its URL.
+async fn webhook_receiver(count: Arc<AtomicU64>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move || {
+            let count = count.clone();
+            async move {
+                count.fetch_add(1, Ordering::SeqCst);
+                "ok"
+            }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
+/// The planned times of a monitor's recorded runs.
+async fn planned_times(client: &common::Signed, id: &str) -> Vec<String> {
+    let answer = client
+        .send("GET", &format!("/monitor/{id}/runs"), None)
+        .await;
+    let body: Value = match &answer.body {
+        Value::String(yaml) => serde_norway::from_str(yaml).unwrap(),
+        other => other.clone(),
+    };
+    body["runs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| r["planned_time"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn monitors_run_once_on_the_node_that_serves_the_account_and_move_with_it() {
+    let root = tempfile::tempdir().unwrap();
+    let log_env = kafka_env(&root.path().join("log"));
+    let (dir_a, dir_b) = (root.path().join("a"), root.path().join("b"));
+    let a = node(&dir_a, "a", &log_env);
+    let b = node(&dir_b, "b", &log_env);
+    assert!(
+        eventually(20, || async {
+            sees(&a, &["a", "b"]).await && sees(&b, &["a", "b"]).await
+        })
+        .await
+    );
+    let credentials = common::root_user(&dir_a, "acme");
+    let (platform_a, platform_b) = (
+        common::Signed::new(&a, &credentials),
+        common::Signed::new(&b, &credentials),
+    );
+    let lines = [
+        json!({"index": {"_index": "logs", "_id": "1"}}),
+        json!({"level": "error"}),
+    ];
+    let written = platform_b.send_ndjson("POST", "/_bulk", &lines).await;
+    assert_eq!(written.body["errors"], false, "{written:?}");
+    let owner = written.node.clone().unwrap();
+    let delivered = Arc::new(AtomicU64::new(0));
+    let url = webhook_receiver(delivered.clone()).await;
+    let channel = json!({"channel_id": "hook", "config": {"name": "hook", "channel_type": "webhook", "webhook": {"url": url}}});
+    assert_eq!(
+        platform_a
+            .send("POST", "/alert", Some(&channel))
+            .await
+            .status,
+        200
+    );
+    let monitor = json!({
+        "_id": "every-second",
+        "name": "errors",
+        "schedule": {"cron": {"expression": "* * * * * *"}},
+        "query": {"type": "querydsl", "datasets": ["logs"], "body": {"query": {"match_all": {}}}},
+        "triggers": [{"name": "any", "condition": {"type": "count_greater_than", "threshold": 0},
+            "actions": [{"id": "a", "name": "notify", "destination_id": "hook",
+                "subject_template": {"source": "{{monitor.name}}"}, "message_template": {"source": "x"}}]}],
+    });
+    let created = platform_b.send("POST", "/monitor", Some(&monitor)).await;
+    assert_eq!(created.status, 200, "{created:?}");
+    assert!(eventually(30, || async { delivered.load(Ordering::SeqCst) >= 4 }).await);
+    // Each planned time ran once: only the account's node runs its monitors.
+    let planned = planned_times(&platform_a, "every-second").await;
+    let unique: BTreeSet<&String> = planned.iter().collect();
+    assert_eq!(unique.len(), planned.len(), "{planned:?}");
+
+    // The account's node is killed: the other takes its monitors over and runs them on.
+    let (mut gone, survivor, survivor_name) = match owner.as_str() {
+        "a" => (a, platform_b, "b"),
+        _ => (b, platform_a, "a"),
+    };
+    gone.kill9();
+    let before = planned.len();
+    let moved = eventually(60, || async {
+        planned_times(&survivor, "every-second").await.len() >= before + 3
+    })
+    .await;
+    assert!(
+        moved,
+        "the monitor did not run on {survivor_name} after the owner stopped"
+    );
+    let planned = planned_times(&survivor, "every-second").await;
+    let unique: BTreeSet<&String> = planned.iter().collect();
+    assert_eq!(unique.len(), planned.len(), "{planned:?}");
+}

@@ -832,3 +832,166 @@ async fn an_email_channel_sends_through_the_configured_smtp_account() {
     assert!(text.contains("To: ops@example.com"), "{text}");
     assert!(text.contains("first: disk"), "{text}");
 }
+
+#[tokio::test]
+async fn sql_and_promql_monitors_throttles_and_a_failing_channel() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        dir.path(),
+        &[
+            "--set",
+            "alerting.scheduler=false",
+            "--set",
+            "alerting.first_retry_ms=10",
+        ],
+    );
+    let root = Signed::new(&server, &root_user(dir.path(), "acme"));
+    logs(&root).await;
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let samples = format!("up{{host=\"a\"}} 1 {now_ms}\nup{{host=\"b\"}} 0 {now_ms}\n");
+    let written = root
+        .send_text(
+            "POST",
+            "/node/metrics",
+            "text/plain; version=0.0.4",
+            &samples,
+        )
+        .await;
+    assert_eq!(written.status, 200, "{written:?}");
+    let receiver = Receiver::default();
+    let url = receiver.start().await;
+    assert_eq!(
+        send(
+            &root,
+            "POST",
+            "/alert",
+            Some(&webhook_channel("hook", &url))
+        )
+        .await
+        .status,
+        200
+    );
+
+    // SQL: the count is the rows' number; a pointer reads a cell.
+    let mut sql = error_monitor("sql", "0 0 * * * *", 0, "hook");
+    sql["query"] = json!({"type": "sql", "statement": "SELECT level, COUNT(*) AS n FROM logs GROUP BY level ORDER BY level"});
+    sql["triggers"][0]["condition"] =
+        json!({"type": "field_equals", "path": "/rows/0/1", "value": 2});
+    sql["triggers"][0]["actions"][0]["subject_template"]["source"] =
+        json!("{{ctx.results.0.size}} levels");
+    sql["triggers"][0]["actions"][0]["throttle"] = json!({"value": 10, "unit": "MINUTES"});
+    assert_eq!(
+        send(&root, "POST", "/monitor", Some(&sql)).await.status,
+        200
+    );
+    let first = send(&root, "POST", "/monitor/sql/execute", None).await;
+    let action = &first.body["trigger_results"]["many errors"]["action_results"]["notify"];
+    assert_eq!(action["output"]["subject"], "2 levels", "{first:?}");
+    assert_eq!(action["throttled"], false);
+    assert!(eventually(5, || async { receiver.bodies().len() == 1 }).await);
+    // Within the throttle's ten minutes the action holds back.
+    let second = send(&root, "POST", "/monitor/sql/execute", None).await;
+    assert_eq!(
+        second.body["trigger_results"]["many errors"]["triggered"],
+        true
+    );
+    assert_eq!(
+        second.body["trigger_results"]["many errors"]["action_results"]["notify"]["throttled"],
+        true,
+        "{second:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(receiver.bodies().len(), 1);
+    let mut writing = sql.clone();
+    writing["_id"] = json!("writer");
+    writing["query"]["statement"] = json!("INSERT INTO logs (level) VALUES ('x')");
+    refused(
+        &send(&root, "POST", "/monitor", Some(&writing)).await,
+        "query.statement",
+    );
+
+    // PromQL: the count is the series' number; the pointer reads Prometheus' JSON.
+    let mut promql = error_monitor("promql", "0 0 * * * *", 0, "hook");
+    promql["query"] = json!({"type": "promql", "index": "node", "query": "up == 0"});
+    promql["triggers"][0]["condition"] = json!({"type": "count_equals", "threshold": 1});
+    promql["triggers"].as_array_mut().unwrap().push(json!({
+        "name": "host b down",
+        "severity": 2,
+        "condition": {"type": "field_equals", "path": "/data/result/0/metric/host", "value": "b"},
+        "actions": [],
+    }));
+    assert_eq!(
+        send(&root, "POST", "/monitor", Some(&promql)).await.status,
+        200
+    );
+    let ran = send(&root, "POST", "/monitor/promql/execute?dryrun=true", None).await;
+    assert_eq!(
+        ran.body["trigger_results"]["many errors"]["triggered"], true,
+        "{ran:?}"
+    );
+    assert_eq!(
+        ran.body["trigger_results"]["host b down"]["triggered"], true,
+        "{ran:?}"
+    );
+    let only = send(
+        &root,
+        "POST",
+        "/monitor/promql/execute?dryrun=true",
+        Some(&json!({"trigger_ids": ["host b down"]})),
+    )
+    .await;
+    let names: Vec<&String> = only.body["trigger_results"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(names, ["host b down"]);
+
+    // A channel that refuses: each run records the failure after its retries, and GET
+    // /alert/{id} shows it failing.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = format!("http://{}/hook", closed.local_addr().unwrap());
+    drop(closed);
+    assert_eq!(
+        send(
+            &root,
+            "POST",
+            "/alert",
+            Some(&webhook_channel("dead", &dead))
+        )
+        .await
+        .status,
+        200
+    );
+    assert_eq!(
+        send(
+            &root,
+            "POST",
+            "/monitor",
+            Some(&error_monitor("to-dead", "0 0 * * * *", 0, "dead"))
+        )
+        .await
+        .status,
+        200
+    );
+    for _ in 0..3 {
+        let run = send(&root, "POST", "/monitor/to-dead/execute", None).await;
+        let error = run.body["trigger_results"]["many errors"]["action_results"]["notify"]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            error.contains("refused") || error.contains("connect"),
+            "{run:?}"
+        );
+    }
+    let channel = send(&root, "GET", "/alert/dead", None).await;
+    assert_eq!(channel.body["delivery"]["status"], "failing", "{channel:?}");
+    assert_eq!(channel.body["delivery"]["failed"], 3);
+    let recorded = runs(&root, "to-dead").await;
+    assert_eq!(recorded[0]["deliveries"][0]["attempts"], 4, "{recorded:?}");
+    assert_eq!(
+        send(&root, "GET", "/alert/hook", None).await.body["delivery"]["status"],
+        "ok"
+    );
+}

@@ -146,7 +146,11 @@ pub async fn run(audit: Audit) -> anyhow::Result<()> {
 fn split(partition: &str) -> (Option<String>, Option<String>, Option<String>) {
     let mut parts = partition.splitn(3, '/');
     let account = parts.next().filter(|a| *a != "_control").map(str::to_owned);
-    let database = parts.next().map(str::to_owned);
+    // `<account>/_monitors` names no database: database names never start with `_`.
+    let database = parts
+        .next()
+        .filter(|d| !d.starts_with('_'))
+        .map(str::to_owned);
     let table = parts
         .next()
         .filter(|t| !t.starts_with('_'))
@@ -534,6 +538,7 @@ mod tests {
     #[test]
     fn partitions_name_their_account_database_and_table() {
         assert_eq!(split("_control"), (None, None, None));
+        assert_eq!(split("acme/_monitors"), (Some("acme".into()), None, None));
         assert_eq!(
             split("acme/shop/_catalog"),
             (Some("acme".into()), Some("shop".into()), None)
