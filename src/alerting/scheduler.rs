@@ -8,7 +8,8 @@
 //! continues where the other left. A monitor whose next time has passed more than once (the
 //! node was down) runs once, for the latest of those times, never a burst of missed runs.
 //!
-//! Every tick (`alerting.tick_ms`) it compares each monitor's next time with the clock; a due
+//! It wakes at the earliest next time, or after `alerting.tick_ms` at the latest (to see new and
+//! changed monitors), and compares each monitor's next time with the clock; a due
 //! monitor runs in its own task, at most `alerting.max_concurrent_runs` at once, and never two
 //! runs of one monitor at once.
 
@@ -42,15 +43,22 @@ pub fn spawn(alerting: Arc<Alerting>) -> tokio::task::JoinHandle<()> {
         let permits = Arc::new(Semaphore::new(config.max_concurrent_runs.max(1)));
         let mut plans: HashMap<(String, String), Plan> = HashMap::new();
         let mut owed_scan = tokio::time::Instant::now();
+        let mut wait = tick;
         loop {
-            tokio::time::sleep(tick).await;
+            tokio::time::sleep(wait).await;
             let scan_owed = owed_scan.elapsed() >= Duration::from_secs(2);
             if scan_owed {
                 owed_scan = tokio::time::Instant::now();
             }
-            if let Err(error) = alerting.tick(&mut plans, &permits, scan_owed).await {
-                tracing::warn!(%error, "the monitor scheduler's tick failed");
-            }
+            // Until the next planned start, or the next tick (new monitors, changed ones).
+            wait = match alerting.tick(&mut plans, &permits, scan_owed).await {
+                Ok(Some(next)) => (next - Utc::now()).to_std().unwrap_or_default().min(tick),
+                Ok(None) => tick,
+                Err(error) => {
+                    tracing::warn!(%error, "the monitor scheduler's tick failed");
+                    tick
+                }
+            };
         }
     })
 }
@@ -61,11 +69,12 @@ impl Alerting {
         plans: &mut HashMap<(String, String), Plan>,
         permits: &Arc<Semaphore>,
         scan_owed: bool,
-    ) -> crate::error::Result<()> {
+    ) -> crate::error::Result<Option<DateTime<Utc>>> {
         let state = self.engine.alerting_state();
         let now = Utc::now();
         plans.retain(|(account, id), _| state.monitor(account, id).is_some());
         let mut runs: HashMap<String, Option<Arc<RunsState>>> = HashMap::new();
+        let mut earliest = None;
         for monitor in state.monitors.values() {
             let account = &monitor.account;
             if !runs.contains_key(account) {
@@ -97,6 +106,7 @@ impl Alerting {
                 continue;
             };
             if next > now {
+                earliest = Some(earliest.map_or(next, |e: DateTime<Utc>| e.min(next)));
                 continue;
             }
             let planned = latest_due(schedule, next, now);
@@ -105,8 +115,9 @@ impl Alerting {
                 .and_then(|h| DateTime::from_timestamp_micros(h.last_planned_micros))
                 .filter(|at| at.timestamp_micros() > 0)
                 .unwrap_or(planned);
-            // Planned again from the runs partition once this run is recorded.
-            plans.remove(&key);
+            // The plan moves on whether or not the run can be recorded (a failing partition
+            // must not make the monitor run at every tick); a restart plans from the record.
+            plan.next = schedule.next_after(planned);
             self.running.lock().insert(key.clone());
             let alerting = self.clone();
             let monitor = monitor.clone();
@@ -131,7 +142,7 @@ impl Alerting {
                 }
             }
         }
-        Ok(())
+        Ok(earliest)
     }
 
     /// Sends, in the background, the alerts of `account`'s runs that are owed and not being
