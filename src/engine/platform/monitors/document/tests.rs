@@ -178,3 +178,24 @@ fn ids_are_names_fit_for_paths_and_patterns() {
     }
     assert!(id_or_new(None, "id").is_ok_and(|id| uuid::Uuid::parse_str(&id).is_ok()));
 }
+
+#[test]
+fn a_monitors_statement_must_read() {
+    for statement in [
+        "SELECT 1",
+        "  with x as (select 1) select * from x",
+        "(SELECT 1)",
+        "SHOW TABLES",
+        "DESCRIBE logs",
+    ] {
+        assert!(check_read_only(statement).is_ok(), "{statement}");
+    }
+    for statement in [
+        "INSERT INTO logs VALUES (1)",
+        "DELETE FROM logs",
+        "DROP TABLE logs",
+        "",
+    ] {
+        assert!(check_read_only(statement).is_err(), "{statement}");
+    }
+}
