@@ -36,6 +36,9 @@ pub enum ErrorCode {
     NotFound,
     Gone,
     MethodNotAllowed,
+    /// A connected source failed (network, host, the source's own error): a 500 whose message,
+    /// naming the stage, is the client's to see.
+    SourceFailed,
     Internal,
 }
 
@@ -64,6 +67,7 @@ impl ErrorCode {
             ErrorCode::NotFound => "not_found",
             ErrorCode::Gone => "gone",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::SourceFailed => "source_failed",
             ErrorCode::Internal => "internal",
         }
     }
@@ -164,6 +168,10 @@ pub enum Error {
     #[error(transparent)]
     Projection(#[from] strata_projections::Error),
 
+    /// A connected source failed: "<stage>: <what the source or the network said>".
+    #[error("{0}")]
+    SourceFailed(String),
+
     #[error("{0}")]
     Internal(String),
 }
@@ -193,6 +201,7 @@ impl Error {
             Error::NotFound(_) => ErrorCode::NotFound,
             Error::MethodNotAllowed(_) => ErrorCode::MethodNotAllowed,
             Error::Gone(_) => ErrorCode::Gone,
+            Error::SourceFailed(_) => ErrorCode::SourceFailed,
             Error::Projection(strata_projections::Error::InvalidType { .. }) => {
                 ErrorCode::BadRequest
             }

@@ -53,10 +53,13 @@ pub struct QueryResult {
 /// are read once, not on every query). The pool holds `memory_bytes` for every query of the
 /// node together (sorts, joins, aggregations, as DataFusion counts them): past it, a query that
 /// can spill does so to the system's temporary directory, and one that cannot fails with 503
-/// `unavailable`.
+/// `unavailable`. Listings of files (of connected object stores) are cached for 10 s.
 pub fn runtime(memory_bytes: usize) -> Arc<RuntimeEnv> {
     RuntimeEnvBuilder::new()
         .with_memory_limit(memory_bytes, 1.0)
+        // Listings of a connected object store's files are kept this long: files added to
+        // a bucket are read within it.
+        .with_object_list_cache_ttl(Some(std::time::Duration::from_secs(10)))
         .build_arc()
         .unwrap_or_else(|error| {
             // Only a disk manager that cannot start fails the build; run without spilling.
@@ -109,8 +112,28 @@ pub fn table_names(ctx: &SessionContext, statement: &Statement) -> Result<Vec<St
     Ok(references.iter().map(|r| r.table().to_owned()).collect())
 }
 
+/// The tables a statement names, as written (`"pg"."orders"` has the schema `pg`).
+pub fn table_references(
+    ctx: &SessionContext,
+    statement: &Statement,
+) -> Result<Vec<datafusion::common::TableReference>> {
+    ctx.state()
+        .resolve_table_references(statement)
+        .map_err(classify)
+}
+
 /// Plans and runs a parsed query against the tables registered in `ctx`.
 pub async fn run(ctx: &SessionContext, statement: Statement) -> Result<QueryResult> {
+    run_with(ctx, statement, classify).await
+}
+
+/// [`run`], with the errors of running (a connected source's among them) told apart by
+/// `classify`.
+pub async fn run_with(
+    ctx: &SessionContext,
+    statement: Statement,
+    classify: impl Fn(DataFusionError) -> Error + Copy,
+) -> Result<QueryResult> {
     let state = ctx.state();
     let plan = state.statement_to_plan(statement).await.map_err(classify)?;
     datafusion::execution::context::SQLOptions::new()

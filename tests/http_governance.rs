@@ -7,19 +7,8 @@
 
 mod common;
 
-use common::{Answer, Credentials, Server, Signed, root_user};
+use common::{Answer, Credentials, Server, Signed, root_user, yaml};
 use serde_json::{Value, json};
-
-/// A YAML document sent, a JSON answer asked for.
-async fn yaml(client: &Signed, method: &str, path: &str, body: &str) -> Answer {
-    let bytes = body.as_bytes().to_vec();
-    let extra = [
-        ("content-type", "application/yaml"),
-        ("accept", "application/json"),
-    ];
-    let headers = client.sign(method, path, &extra, &bytes, chrono::Utc::now());
-    client.send_raw(method, path, &headers, bytes).await
-}
 
 /// A request without a body, asking for JSON.
 async fn get(client: &Signed, method: &str, path: &str) -> Answer {

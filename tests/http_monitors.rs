@@ -18,7 +18,7 @@ use std::{
 };
 
 use axum::{Json, Router, extract::State, http::HeaderMap, routing::post};
-use common::{Answer, Credentials, Server, Signed, eventually, root_user};
+use common::{Answer, Credentials, Server, Signed, eventually, root_user, yaml};
 use serde_json::{Value, json};
 
 /// A webhook receiver on loopback: what it was sent, and how long it waits before answering.
@@ -57,17 +57,6 @@ impl Receiver {
             .map(|(_, b)| b.clone())
             .collect()
     }
-}
-
-/// A YAML document sent, a JSON answer asked for.
-async fn yaml(client: &Signed, method: &str, path: &str, body: &str) -> Answer {
-    let bytes = body.as_bytes().to_vec();
-    let extra = [
-        ("content-type", "application/yaml"),
-        ("accept", "application/json"),
-    ];
-    let headers = client.sign(method, path, &extra, &bytes, chrono::Utc::now());
-    client.send_raw(method, path, &headers, bytes).await
 }
 
 /// A request with a JSON body (or none), a JSON answer asked for.

@@ -59,6 +59,9 @@ impl Envelope {
             Some(Body::AlertingChanged(_)) => "alerting_changed",
             Some(Body::MonitorRan(_)) => "monitor_ran",
             Some(Body::AlertDelivered(_)) => "alert_delivered",
+            Some(Body::ConnectionSet(_)) => "connection_set",
+            Some(Body::ConnectionDeleted(_)) => "connection_deleted",
+            Some(Body::ConnectionStatus(_)) => "connection_status",
         }
     }
 }

@@ -253,6 +253,27 @@ pub fn body_json(body: Option<&Body>) -> Result<Value> {
             "attempts": b.attempts,
             "error": b.error,
         }),
+        // The sealed secrets stay out of change streams and dumps.
+        Some(Body::ConnectionSet(b)) => json!({
+            "account": b.account,
+            "connection_id": b.connection_id,
+            "connector_id": b.connector_id,
+            "name": b.name,
+            "config": json_text(&b.config_json),
+            "has_secrets": !b.sealed_secrets.is_empty(),
+            "author": b.author,
+            "created_at_micros": b.created_at_micros,
+        }),
+        Some(Body::ConnectionDeleted(b)) => json!({
+            "account": b.account,
+            "connection_id": b.connection_id,
+        }),
+        Some(Body::ConnectionStatus(b)) => json!({
+            "account": b.account,
+            "connection_id": b.connection_id,
+            "status": b.status,
+            "message": b.message,
+        }),
     })
 }
 

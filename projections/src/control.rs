@@ -1,5 +1,5 @@
 //! The control projection: accounts, API keys, databases, users, roles, notification channels,
-//! message templates and monitors, from the `_control` partition.
+//! message templates, monitors and connections, from the `_control` partition.
 //!
 //! Readers get an immutable [`ControlState`] snapshot; the state is small (it is loaded whole into
 //! memory at start) and persisted in the `control` tree of the [`StateStore`], one record per
@@ -260,6 +260,28 @@ pub struct Monitor {
     pub updated_at_micros: i64,
 }
 
+/// A connection to an external source (see `ConnectionSet`), with what its last test or use
+/// found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Connection {
+    pub account: String,
+    pub id: String,
+    pub connector_id: String,
+    pub name: String,
+    /// The config without its secrets, as JSON text.
+    pub config_json: String,
+    /// The secrets' JSON object, sealed; empty when there are none.
+    pub sealed_secrets: Vec<u8>,
+    pub author: String,
+    pub created_at_micros: i64,
+    pub updated_at_micros: i64,
+    /// "inactive" until first tested or used, then "active" or "error".
+    pub status: String,
+    pub status_message: String,
+    /// When a test or a use last recorded its status; `None` before the first.
+    pub last_used_micros: Option<i64>,
+}
+
 /// Everything the control partition says, as of some offset.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ControlState {
@@ -278,6 +300,8 @@ pub struct ControlState {
     pub templates: BTreeMap<(String, String), Template>,
     /// Monitors, by (account, monitor id).
     pub monitors: BTreeMap<(String, String), Monitor>,
+    /// Connections, by (account, connection id).
+    pub connections: BTreeMap<(String, String), Connection>,
 }
 
 /// The entries of one account in a map keyed by (account, id), in id order.
@@ -336,6 +360,21 @@ impl ControlState {
 
     pub fn monitors_of<'a>(&'a self, account: &'a str) -> impl Iterator<Item = &'a Monitor> {
         of_account(&self.monitors, account)
+    }
+
+    pub fn connections_of<'a>(&'a self, account: &'a str) -> impl Iterator<Item = &'a Connection> {
+        of_account(&self.connections, account)
+    }
+
+    pub fn connection(&self, account: &str, id: &str) -> Option<&Connection> {
+        self.connections.get(&(account.to_owned(), id.to_owned()))
+    }
+
+    /// The connection of `account` named `name`.
+    pub fn connection_named(&self, account: &str, name: &str) -> Option<&Connection> {
+        self.connections
+            .values()
+            .find(|c| c.account == account && c.name == name)
     }
 
     pub fn channel(&self, account: &str, id: &str) -> Option<&Channel> {
@@ -544,8 +583,56 @@ impl ControlState {
                     _ => Vec::new(),
                 }
             }
-            // Not control-partition events.
             Body::AlertingChanged(changed) => self.apply_alerting(changed, at),
+            Body::ConnectionSet(set) => {
+                let key = (set.account.clone(), set.connection_id.clone());
+                let (status, status_message, last_used_micros) = match self.connections.get(&key) {
+                    Some(old) => (
+                        old.status.clone(),
+                        old.status_message.clone(),
+                        old.last_used_micros,
+                    ),
+                    None => ("inactive".to_owned(), String::new(), None),
+                };
+                self.connections.insert(
+                    key.clone(),
+                    Connection {
+                        account: set.account.clone(),
+                        id: set.connection_id.clone(),
+                        connector_id: set.connector_id.clone(),
+                        name: set.name.clone(),
+                        config_json: set.config_json.clone(),
+                        sealed_secrets: set.sealed_secrets.to_vec(),
+                        author: set.author.clone(),
+                        created_at_micros: set.created_at_micros,
+                        updated_at_micros: at,
+                        status,
+                        status_message,
+                        last_used_micros,
+                    },
+                );
+                vec![RecordKey::Connection(key)]
+            }
+            Body::ConnectionDeleted(deleted) => {
+                let key = (deleted.account.clone(), deleted.connection_id.clone());
+                match self.connections.remove(&key) {
+                    Some(_) => vec![RecordKey::Connection(key)],
+                    None => Vec::new(),
+                }
+            }
+            Body::ConnectionStatus(status) => {
+                let key = (status.account.clone(), status.connection_id.clone());
+                match self.connections.get_mut(&key) {
+                    Some(connection) => {
+                        connection.status = status.status.clone();
+                        connection.status_message = status.message.clone();
+                        connection.last_used_micros = Some(at);
+                        vec![RecordKey::Connection(key)]
+                    }
+                    None => Vec::new(),
+                }
+            }
+            // Not control-partition events.
             Body::LeaderEpoch(_)
             | Body::MonitorRan(_)
             | Body::AlertDelivered(_)
@@ -633,6 +720,7 @@ enum RecordKey {
     Channel((String, String)),
     Template((String, String)),
     Monitor((String, String)),
+    Connection((String, String)),
 }
 
 impl RecordKey {
@@ -646,6 +734,7 @@ impl RecordKey {
             RecordKey::Channel((account, id)) => format!("ch/{account}/{id}"),
             RecordKey::Template((account, id)) => format!("t/{account}/{id}"),
             RecordKey::Monitor((account, id)) => format!("m/{account}/{id}"),
+            RecordKey::Connection((account, id)) => format!("c/{account}/{id}"),
         }
     }
 }
@@ -696,6 +785,12 @@ impl ControlProjection {
             state
                 .monitors
                 .insert((monitor.account.clone(), monitor.id.clone()), monitor);
+        }
+        for connection in store::scan::<Connection>(&tree, "c/")? {
+            state.connections.insert(
+                (connection.account.clone(), connection.id.clone()),
+                connection,
+            );
         }
         let checkpoint = store::load_checkpoint(&tree)?;
         Ok(ControlProjection {
@@ -760,6 +855,10 @@ impl Projection for ControlProjection {
                 },
                 RecordKey::Monitor(pair) => match next.monitors.get(pair) {
                     Some(monitor) => writes.put(&text, monitor)?,
+                    None => writes.delete(&text),
+                },
+                RecordKey::Connection(pair) => match next.connections.get(pair) {
+                    Some(connection) => writes.put(&text, connection)?,
                     None => writes.delete(&text),
                 },
             }

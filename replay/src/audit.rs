@@ -310,6 +310,24 @@ fn describe(event: &Envelope) -> Change {
                 ),
             }
         }
+        Some(Body::ConnectionSet(b)) => {
+            account = Some(b.account.clone());
+            format!(
+                "connection {} ({}, {}) set by {}",
+                b.connection_id, b.name, b.connector_id, b.author
+            )
+        }
+        Some(Body::ConnectionDeleted(b)) => {
+            account = Some(b.account.clone());
+            format!("connection {} deleted", b.connection_id)
+        }
+        Some(Body::ConnectionStatus(b)) => {
+            account = Some(b.account.clone());
+            match b.message.is_empty() {
+                true => format!("connection {} {}", b.connection_id, b.status),
+                false => format!("connection {} {}: {}", b.connection_id, b.status, b.message),
+            }
+        }
         Some(Body::DatabaseCreated(b)) => {
             (account, database) = (Some(b.account.clone()), Some(b.name.clone()));
             match &b.storage {

@@ -26,7 +26,7 @@ mod tables;
 pub use data_plane::search;
 use data_plane::{catalog, changes, table};
 use platform::{access, aliases, datasets, governance, ingest, query_dsl, samples, sql, users};
-pub use platform::{monitors, promql};
+pub use platform::{connections, monitors, promql};
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
@@ -140,6 +140,8 @@ pub struct Engine {
     control_checked: tokio::sync::Mutex<Option<std::time::Instant>>,
     /// The writers of the accounts' monitor runs partitions this node has opened.
     monitor_runs: monitors::RunsLeaders,
+    /// The sources of connections this node has opened.
+    sources: platform::connections::Sources,
 }
 
 impl std::fmt::Debug for Engine {
@@ -214,6 +216,7 @@ impl Engine {
             cluster: std::sync::OnceLock::new(),
             control_checked: tokio::sync::Mutex::new(None),
             monitor_runs: Default::default(),
+            sources: Default::default(),
             seal,
         });
         engine.resume_purges();

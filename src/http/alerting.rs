@@ -17,7 +17,7 @@ use super::{
 };
 use crate::error::Error;
 
-fn id_of(
+pub(super) fn id_of(
     id: std::result::Result<PathName, Error>,
     operation: &'static str,
 ) -> Result<String, PlatformError> {

@@ -35,7 +35,7 @@ pub fn status(code: ErrorCode) -> StatusCode {
         ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         ErrorCode::Gone => StatusCode::GONE,
         ErrorCode::Unavailable | ErrorCode::PendingVerification => StatusCode::SERVICE_UNAVAILABLE,
-        ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        ErrorCode::Internal | ErrorCode::SourceFailed => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 
@@ -133,6 +133,7 @@ mod tests {
             ErrorCode::PayloadTooLarge,
             ErrorCode::NotFound,
             ErrorCode::MethodNotAllowed,
+            ErrorCode::SourceFailed,
             ErrorCode::Gone,
             ErrorCode::Internal,
         ];

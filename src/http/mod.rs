@@ -7,6 +7,7 @@
 mod alerting;
 mod aliases;
 mod body;
+mod connections;
 mod data_plane;
 mod documents;
 pub mod error;

@@ -20,8 +20,8 @@ use axum::{
 use serde_json::json;
 
 use super::{
-    AppState, Signed, alerting, aliases, body::PathName, documents, error::PlatformError, forward,
-    governance, health, promql, samples, sql,
+    AppState, Signed, alerting, aliases, body::PathName, connections, documents,
+    error::PlatformError, forward, governance, health, promql, samples, sql,
 };
 use crate::{
     engine::{Action, DEFAULT_DATABASE, PlatformPrincipal, database_key},
@@ -163,6 +163,18 @@ route_table! {
     "/monitor/{id}/execute" => {post: alerting::execute_monitor},
     "/monitor/{id}/runs" => {get: alerting::monitor_runs},
     "/monitors" => {get: alerting::list_monitors, put: create_reserved},
+    // Connections.
+    "/sources" => {get: connections::connectors, put: create_reserved},
+    "/_connector/connectors" => {get: connections::connectors},
+    "/sources/connections" => {get: connections::list},
+    "/source/{id}" => {
+        post: connections::create,
+        get: connections::get,
+        patch: connections::patch,
+        delete: connections::delete,
+    },
+    "/source/{id}/test" => {post: connections::test},
+    "/source/{id}/{name}/metadata" => {get: connections::metadata, head: connections::metadata},
 }
 
 pub fn routes(state: AppState) -> Router {

@@ -27,16 +27,32 @@ enum Format {
 }
 
 /// The statement, its time bounds and the answer's format, from the query string and the body.
-fn read_request(
-    uri: &Uri,
-    headers: &HeaderMap,
-    body: &Bytes,
-) -> Result<(String, TimeBounds, Format), Error> {
+/// A statement as a request gives it.
+struct Request {
+    statement: String,
+    bounds: TimeBounds,
+    format: Format,
+    /// `connection_id` (query parameter) or `x-svc-connection-id` (header): SQL in place.
+    connection: Option<String>,
+}
+
+/// The header that names a connection to run the statement on.
+const CONNECTION_HEADER: &str = "x-svc-connection-id";
+
+fn read_request(uri: &Uri, headers: &HeaderMap, body: &Bytes) -> Result<Request, Error> {
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(uri.query().unwrap_or(""))
         .map_err(|e| Error::BadRequest(format!("invalid query parameters: {e}")))?;
     let mut bounds = TimeBounds::default();
     let mut format = Format::Json;
     let mut from_query = None;
+    let mut connection = headers
+        .get(CONNECTION_HEADER)
+        .map(|v| {
+            v.to_str()
+                .map(str::to_owned)
+                .map_err(|_| Error::BadRequest(format!("{CONNECTION_HEADER} is not text")))
+        })
+        .transpose()?;
     let time = |name: &str, value: &str| {
         chrono::DateTime::parse_from_rfc3339(value)
             .map(|at| at.timestamp_millis())
@@ -62,10 +78,12 @@ fn read_request(
                 }
             }
             "query" => from_query = Some(value.clone()),
+            "connection_id" => connection = Some(value.clone()),
             "api-version" | "pretty" => {}
             other => {
                 return Err(Error::BadRequest(format!(
-                    "unknown query parameter [{other}] (start_time, end_time, response_type, query)"
+                    "unknown query parameter [{other}] (start_time, end_time, response_type, \
+                     query, connection_id)"
                 )));
             }
         }
@@ -100,7 +118,12 @@ fn read_request(
         })?,
         _ => text.to_owned(),
     };
-    Ok((statement, bounds, format))
+    Ok(Request {
+        statement,
+        bounds,
+        format,
+        connection: connection.filter(|c| !c.is_empty()),
+    })
 }
 
 /// The answer's rows, each a list of JSON values in column order.
@@ -181,15 +204,20 @@ async fn run(
     body: &Bytes,
     scope: Option<&str>,
 ) -> Result<Response, PlatformError> {
-    let (statement, bounds, format) =
-        read_request(uri, headers, body).map_err(PlatformError::of("sql"))?;
+    let Request {
+        statement,
+        bounds,
+        format,
+        connection,
+    } = read_request(uri, headers, body).map_err(PlatformError::of("sql"))?;
     let outcome = state
         .engine
-        .platform_sql(
+        .platform_sql_via(
             principal,
             &statement,
             bounds,
             scope,
+            connection.as_deref(),
             &principal.origin(&request_id.0),
         )
         .await

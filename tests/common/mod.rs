@@ -594,6 +594,17 @@ impl Signed {
     }
 }
 
+/// A signed request with a YAML body, a JSON answer asked for.
+pub async fn yaml(client: &Signed, method: &str, path: &str, body: &str) -> Answer {
+    let bytes = body.as_bytes().to_vec();
+    let extra = [
+        ("content-type", "application/yaml"),
+        ("accept", "application/json"),
+    ];
+    let headers = client.sign(method, path, &extra, &bytes, chrono::Utc::now());
+    client.send_raw(method, path, &headers, bytes).await
+}
+
 /// Creates database shop with table docs; returns a client of `key`.
 pub async fn shop_with_docs(server: &Server, key: &str) -> Client {
     let client = server.client(key);

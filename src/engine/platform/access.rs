@@ -178,15 +178,30 @@ impl Grant {
     /// How a reader with this grant sees dataset `def` for `action`, reached by its name or
     /// through the aliases `via`: `None` when no permission grants it.
     fn visibility(&self, action: Action, def: &TableDef, via: &[String]) -> Option<Visibility> {
+        let names = def
+            .columns
+            .iter()
+            .map(|c| c.name.as_str())
+            .chain(def.declared.keys().map(String::as_str));
+        self.visibility_of(action, &def.name, via, names)
+    }
+
+    /// [`Grant::visibility`] of anything read by `name` with the fields `names`: a dataset, or
+    /// a connected source's dataset (`<connection>/<dataset>`).
+    fn visibility_of<'a>(
+        &self,
+        action: Action,
+        name: &str,
+        via: &[String],
+        names: impl Iterator<Item = &'a str>,
+    ) -> Option<Visibility> {
         if self.all {
             return Some(Visibility::default());
         }
         let applicable: Vec<&Permission> = self
             .permissions
             .iter()
-            .filter(|p| {
-                p.grants(action, &def.name) || via.iter().any(|alias| p.grants(action, alias))
-            })
+            .filter(|p| p.grants(action, name) || via.iter().any(|alias| p.grants(action, alias)))
             .collect();
         if applicable.is_empty() {
             return None;
@@ -207,7 +222,7 @@ impl Grant {
                 .permissions
                 .iter()
                 .filter(|p| {
-                    p.grants(Action::RecordRead, &def.name)
+                    p.grants(Action::RecordRead, name)
                         || via.iter().any(|alias| p.grants(Action::RecordRead, alias))
                 })
                 .collect(),
@@ -218,11 +233,6 @@ impl Grant {
             false => &readers,
         };
         let mut fields = FieldPolicy::default();
-        let names = def
-            .columns
-            .iter()
-            .map(|c| c.name.as_str())
-            .chain(def.declared.keys().map(String::as_str));
         for name in names {
             // Shown if any entry shows it; unmasked if any entry that shows it leaves it so,
             // else the least restrictive mask of those entries.
@@ -240,6 +250,50 @@ impl Grant {
         }
         Some(Visibility { filter, fields })
     }
+}
+
+impl Grant {
+    /// How a reader with this grant sees dataset `dataset` of connection `connection` (the
+    /// name `<connection>/<dataset>` roles grant) whose fields are `columns`, for `action`:
+    /// `None` when no permission grants it.
+    pub fn source_view(
+        &self,
+        action: Action,
+        connection: &str,
+        dataset: &str,
+        columns: &[String],
+    ) -> Option<SourceView> {
+        let name = format!("{connection}/{dataset}");
+        self.visibility_of(action, &name, &[], columns.iter().map(String::as_str))
+            .map(|v| SourceView {
+                filter: v.filter,
+                fields: v.fields,
+            })
+    }
+
+    /// Whether one of its permissions (any action) may reach a dataset of connection
+    /// `connection`: who may see that the connection exists.
+    pub fn reaches_connection(&self, connection: &str) -> bool {
+        let prefix = format!("{connection}/");
+        self.all
+            || self.permissions.iter().any(|p| {
+                p.resources.iter().any(|pattern| {
+                    let head = pattern.split('*').next().unwrap_or_default();
+                    match pattern.contains('*') {
+                        true => prefix.starts_with(head) || head.starts_with(&prefix),
+                        false => pattern.starts_with(&prefix),
+                    }
+                })
+            })
+    }
+}
+
+/// A connected source's dataset as its reader sees it: the records it may see (a Query DSL
+/// query of its record entries' filters; `None`: all) and its fields.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SourceView {
+    pub filter: Option<Value>,
+    pub fields: FieldPolicy,
 }
 
 /// Queries any of which may match, as one.
@@ -717,6 +771,31 @@ fn forbidden(principal: &PlatformPrincipal, action: Action, name: &str) -> Error
 }
 
 impl Engine {
+    /// The door of reads of a connected source: how `principal` sees dataset `dataset` of
+    /// connection `connection` (fields `columns`) for `action`, or a 403.
+    pub(in crate::engine) fn read_source(
+        &self,
+        principal: &PlatformPrincipal,
+        action: Action,
+        connection: &str,
+        dataset: &str,
+        columns: &[String],
+    ) -> Result<SourceView> {
+        if principal.grant.is_nothing() {
+            return Err(no_grants(principal));
+        }
+        principal
+            .grant
+            .source_view(action, connection, dataset, columns)
+            .ok_or_else(|| {
+                Error::Forbidden(format!(
+                    "user {} may not {} {connection}/{dataset}: no role grants it",
+                    principal.user,
+                    action.as_str()
+                ))
+            })
+    }
+
     /// The one door of platform reads: the datasets `target` reaches for `action` (record or
     /// metadata read), a snapshot of each, and how `principal` sees each. A dataset a wildcard
     /// reaches that the principal may not read is left out; one it names is a 403. A name of

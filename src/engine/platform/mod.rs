@@ -8,6 +8,7 @@
 pub(super) mod access;
 pub(super) mod aliases;
 pub(super) mod batches;
+pub mod connections;
 pub(super) mod datasets;
 pub(super) mod governance;
 pub(super) mod ingest;

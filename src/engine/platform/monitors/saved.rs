@@ -113,7 +113,7 @@ impl Engine {
     }
 
     /// The control state, caught up with writes made through other nodes of a cluster.
-    async fn current_control(&self) -> Result<std::sync::Arc<ControlState>> {
+    pub(in crate::engine) async fn current_control(&self) -> Result<std::sync::Arc<ControlState>> {
         if self.clustered() {
             self.control_current().await?;
         }

@@ -35,6 +35,7 @@ use strata_projections::{catalog::TableDef, table::TableScan};
 use crate::engine::{
     Action, Engine, Origin, PlatformPrincipal, TIMESTAMP_FIELD,
     access::{DatasetView, FieldPolicy, LabelFilter, Mask, Target},
+    connections,
     datasets::check_name,
 };
 use crate::{
@@ -123,7 +124,7 @@ fn knn_datasets(statement: &ast::Statement) -> Vec<String> {
 }
 
 /// One column of strings.
-fn strings(name: &str, values: Vec<String>) -> Result<QueryResult> {
+pub(in crate::engine) fn strings(name: &str, values: Vec<String>) -> Result<QueryResult> {
     let schema = Arc::new(Schema::new(vec![Field::new(name, DataType::Utf8, false)]));
     let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(values))])
         .map_err(|e| Error::Internal(e.to_string()))?;
@@ -178,6 +179,21 @@ impl Engine {
         scope: Option<&str>,
         origin: &Origin,
     ) -> Result<SqlOutcome> {
+        self.platform_sql_via(principal, sql, bounds, scope, None, origin)
+            .await
+    }
+
+    /// [`Engine::platform_sql`], or, with `connection` (an id or a name), the statement over
+    /// that connection's datasets (SQL in place: a query, SHOW TABLES or DESCRIBE).
+    pub async fn platform_sql_via(
+        &self,
+        principal: &PlatformPrincipal,
+        sql: &str,
+        bounds: TimeBounds,
+        scope: Option<&str>,
+        connection: Option<&str>,
+        origin: &Origin,
+    ) -> Result<SqlOutcome> {
         if let Some(scope) = scope {
             check_name(scope)?;
         }
@@ -194,6 +210,12 @@ impl Engine {
             .sql_to_statement(sql, &dialect)
             .map_err(query::classify)?;
         query::check_statement_depth(&statement)?;
+        if let Some(connection) = connection {
+            return self
+                .connection_sql(principal, connection, statement, &ctx)
+                .await
+                .map(SqlOutcome::Rows);
+        }
         let Statement::Statement(inner) = &statement else {
             return Err(unsupported());
         };
@@ -244,7 +266,37 @@ impl Engine {
                 });
                 ctx.register_udtf("knn_search", knn.clone());
                 ctx.register_udtf("KNN_SEARCH", knn);
-                for name in query::table_names(&ctx, &statement)? {
+                let mut connections = Vec::new();
+                for reference in query::table_references(&ctx, &statement)? {
+                    // `"<connection>"."<table>"`: a connected source's dataset.
+                    if let Some(schema) = reference.schema()
+                        && let Some(connection) = self
+                            .current_control()
+                            .await?
+                            .connection_named(&principal.account, schema)
+                            .cloned()
+                    {
+                        let table = reference.table().to_owned();
+                        let registered = async {
+                            let source = self.source_of(&connection).await?;
+                            self.register_source_table(
+                                &ctx,
+                                principal,
+                                &connection,
+                                source.as_ref(),
+                                &reference,
+                                &table,
+                            )
+                            .await
+                        }
+                        .await;
+                        self.record_use(&connection, registered.as_ref().err())
+                            .await;
+                        registered?;
+                        connections.push(connection);
+                        continue;
+                    }
+                    let name = reference.table().to_owned();
                     // A dataset, an alias (its datasets through its filters) or a pattern; an
                     // unknown name is left for the planner, which says so (400).
                     let view = match self
@@ -262,7 +314,16 @@ impl Engine {
                     };
                     register(&ctx, &name, &view.datasets, bounds).await?;
                 }
-                query::run(&ctx, statement).await
+                if connections.is_empty() {
+                    query::run(&ctx, statement).await
+                } else {
+                    let answer =
+                        query::run_with(&ctx, statement, connections::sql::classify_sources).await;
+                    for connection in &connections {
+                        self.record_use(connection, answer.as_ref().err()).await;
+                    }
+                    answer
+                }
             }
             _ => Err(unsupported()),
         };

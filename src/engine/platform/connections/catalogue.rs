@@ -1,0 +1,206 @@
+//! The catalogue of source types (GET /sources, GET /_connector/connectors): every type a
+//! connection can be made to, each served by the driver of its protocol family. A type is
+//! listed only when a family here speaks its protocol; docs/connectors.md says which types were
+//! tested against a real server and which only share a tested family's driver.
+
+use serde::Serialize;
+
+/// A protocol family: one driver serves every type of the family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Family {
+    /// The PostgreSQL wire protocol (datafusion-table-providers' postgres provider).
+    Postgres,
+    /// The MySQL wire protocol (datafusion-table-providers' mysql provider).
+    Mysql,
+    /// A SQLite database file (datafusion-table-providers' sqlite provider).
+    Sqlite,
+    /// Parquet, CSV, JSON and NDJSON files in an object store (DataFusion listing tables).
+    ObjectStore,
+}
+
+/// What a connection of a family can do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Capability {
+    /// SQL in place (POST /sql with a connection).
+    Sql,
+    /// Query DSL in place (POST /source/{id}/{dataset}/dsl).
+    Dsl,
+}
+
+impl Family {
+    /// The protocol's name, as the catalogue shows it.
+    pub fn protocol(self) -> &'static str {
+        match self {
+            Family::Postgres => "postgresql-wire",
+            Family::Mysql => "mysql-wire",
+            Family::Sqlite => "sqlite-file",
+            Family::ObjectStore => "object-store-files",
+        }
+    }
+
+    pub fn capabilities(self) -> &'static [Capability] {
+        match self {
+            Family::Postgres | Family::Mysql | Family::Sqlite | Family::ObjectStore => {
+                &[Capability::Sql, Capability::Dsl]
+            }
+        }
+    }
+}
+
+/// One source type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Connector {
+    pub id: &'static str,
+    pub name: &'static str,
+    pub category: &'static str,
+    pub description: &'static str,
+    pub family: Family,
+    /// The port a connection uses when its config gives none (wire protocols).
+    pub default_port: u16,
+    /// The URL schemes its `url` may have (object stores).
+    pub schemes: &'static [&'static str],
+    /// Whether its config must give `endpoint` (S3-compatible services other than AWS).
+    pub needs_endpoint: bool,
+}
+
+const fn wire(
+    id: &'static str,
+    name: &'static str,
+    category: &'static str,
+    description: &'static str,
+    family: Family,
+    default_port: u16,
+) -> Connector {
+    Connector {
+        id,
+        name,
+        category,
+        description,
+        family,
+        default_port,
+        schemes: &[],
+        needs_endpoint: false,
+    }
+}
+
+const fn files(
+    id: &'static str,
+    name: &'static str,
+    description: &'static str,
+    schemes: &'static [&'static str],
+    needs_endpoint: bool,
+) -> Connector {
+    Connector {
+        id,
+        name,
+        category: "object storage",
+        description,
+        family: Family::ObjectStore,
+        default_port: 0,
+        schemes,
+        needs_endpoint,
+    }
+}
+
+use Family::{Mysql, Postgres};
+
+const DB: &str = "database";
+const WAREHOUSE: &str = "data warehouse";
+const TIME_SERIES: &str = "time series";
+const STREAMING: &str = "streaming database";
+
+/// Every source type, in the order the catalogue lists them.
+#[rustfmt::skip]
+pub const CONNECTORS: &[Connector] = &[
+    // The PostgreSQL wire.
+    wire("postgresql", "PostgreSQL", DB, "PostgreSQL, the open-source relational database", Postgres, 5432),
+    wire("timescaledb", "TimescaleDB", TIME_SERIES, "Time-series tables (hypertables) on PostgreSQL", Postgres, 5432),
+    wire("cockroachdb", "CockroachDB", DB, "Distributed SQL database speaking the PostgreSQL wire protocol", Postgres, 26257),
+    wire("yugabytedb", "YugabyteDB", DB, "Distributed SQL database with a PostgreSQL-compatible API (YSQL)", Postgres, 5433),
+    wire("neon", "Neon", DB, "Serverless PostgreSQL", Postgres, 5432),
+    wire("supabase", "Supabase", DB, "The PostgreSQL database of a Supabase project", Postgres, 5432),
+    wire("redshift", "Amazon Redshift", WAREHOUSE, "Amazon's data warehouse, reached over its PostgreSQL-compatible protocol", Postgres, 5439),
+    wire("alloydb", "AlloyDB for PostgreSQL", DB, "Google Cloud's PostgreSQL-compatible database", Postgres, 5432),
+    wire("citus", "Citus", DB, "Distributed PostgreSQL (the Citus extension)", Postgres, 5432),
+    wire("materialize", "Materialize", STREAMING, "Incrementally maintained views over the PostgreSQL wire protocol", Postgres, 6875),
+    wire("risingwave", "RisingWave", STREAMING, "Streaming database speaking the PostgreSQL wire protocol", Postgres, 4566),
+    wire("cratedb", "CrateDB", DB, "Distributed SQL database with a PostgreSQL wire endpoint", Postgres, 5432),
+    wire("questdb", "QuestDB", TIME_SERIES, "Time-series database with a PostgreSQL wire endpoint", Postgres, 8812),
+    wire("greenplum", "Greenplum", WAREHOUSE, "Massively parallel data warehouse based on PostgreSQL", Postgres, 5432),
+    wire("aurora_postgresql", "Amazon Aurora PostgreSQL", DB, "Amazon Aurora, PostgreSQL-compatible edition", Postgres, 5432),
+    wire("rds_postgresql", "Amazon RDS for PostgreSQL", DB, "PostgreSQL managed by Amazon RDS", Postgres, 5432),
+    wire("azure_postgresql", "Azure Database for PostgreSQL", DB, "PostgreSQL managed by Microsoft Azure", Postgres, 5432),
+    wire("cloudsql_postgresql", "Cloud SQL for PostgreSQL", DB, "PostgreSQL managed by Google Cloud SQL", Postgres, 5432),
+    wire("paradedb", "ParadeDB", DB, "PostgreSQL with search and analytics extensions", Postgres, 5432),
+    // The MySQL wire.
+    wire("mysql", "MySQL", DB, "MySQL, the open-source relational database", Mysql, 3306),
+    wire("mariadb", "MariaDB", DB, "MariaDB Server, the community fork of MySQL", Mysql, 3306),
+    wire("tidb", "TiDB", DB, "Distributed SQL database compatible with the MySQL protocol", Mysql, 4000),
+    wire("singlestore", "SingleStore", DB, "Distributed SQL database speaking the MySQL wire protocol", Mysql, 3306),
+    wire("planetscale", "PlanetScale", DB, "Serverless MySQL built on Vitess", Mysql, 3306),
+    wire("vitess", "Vitess", DB, "Sharded MySQL through vtgate", Mysql, 15306),
+    wire("starrocks", "StarRocks", WAREHOUSE, "MPP analytical database with a MySQL-compatible front end", Mysql, 9030),
+    wire("doris", "Apache Doris", WAREHOUSE, "MPP analytical database with a MySQL-compatible front end", Mysql, 9030),
+    wire("aurora_mysql", "Amazon Aurora MySQL", DB, "Amazon Aurora, MySQL-compatible edition", Mysql, 3306),
+    wire("rds_mysql", "Amazon RDS for MySQL", DB, "MySQL managed by Amazon RDS", Mysql, 3306),
+    wire("azure_mysql", "Azure Database for MySQL", DB, "MySQL managed by Microsoft Azure", Mysql, 3306),
+    wire("cloudsql_mysql", "Cloud SQL for MySQL", DB, "MySQL managed by Google Cloud SQL", Mysql, 3306),
+    wire("percona_server", "Percona Server for MySQL", DB, "Percona's drop-in MySQL server", Mysql, 3306),
+    wire("oceanbase", "OceanBase", DB, "Distributed database, MySQL mode", Mysql, 2881),
+    // SQLite files.
+    wire("sqlite", "SQLite", DB, "A SQLite database file on this node", Family::Sqlite, 0),
+    // Files in object stores.
+    files("s3", "Amazon S3", "Parquet, CSV, JSON and NDJSON files in an Amazon S3 bucket", &["s3"], false),
+    files("gcs", "Google Cloud Storage", "Parquet, CSV, JSON and NDJSON files in a Google Cloud Storage bucket", &["gs"], false),
+    files("azure_blob", "Azure Blob Storage", "Parquet, CSV, JSON and NDJSON files in an Azure Blob Storage container", &["az"], false),
+    files("minio", "MinIO", "Files in a MinIO bucket (S3 API)", &["s3"], true),
+    files("cloudflare_r2", "Cloudflare R2", "Files in an R2 bucket (S3 API)", &["s3"], true),
+    files("backblaze_b2", "Backblaze B2", "Files in a B2 bucket (S3-compatible API)", &["s3"], true),
+    files("wasabi", "Wasabi", "Files in a Wasabi bucket (S3 API)", &["s3"], true),
+    files("ceph", "Ceph Object Gateway", "Files in a Ceph RGW bucket (S3 API)", &["s3"], true),
+    files("digitalocean_spaces", "DigitalOcean Spaces", "Files in a Spaces bucket (S3 API)", &["s3"], true),
+    files("oci_object_storage", "Oracle Cloud Object Storage", "Files in an OCI bucket (S3 compatibility API)", &["s3"], true),
+    files("ibm_cos", "IBM Cloud Object Storage", "Files in an IBM COS bucket (S3 API)", &["s3"], true),
+    files("linode_object_storage", "Akamai (Linode) Object Storage", "Files in a Linode bucket (S3 API)", &["s3"], true),
+    files("scaleway_object_storage", "Scaleway Object Storage", "Files in a Scaleway bucket (S3 API)", &["s3"], true),
+    files("local_files", "Local files", "Parquet, CSV, JSON and NDJSON files in a directory of this node", &["file"], false),
+];
+
+/// The source type `id`.
+pub fn connector(id: &str) -> Option<&'static Connector> {
+    CONNECTORS.iter().find(|c| c.id == id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_unique_and_lower_snake_case() {
+        let mut ids: Vec<&str> = CONNECTORS.iter().map(|c| c.id).collect();
+        ids.sort_unstable();
+        let count = ids.len();
+        ids.dedup();
+        assert_eq!(ids.len(), count, "a connector id is listed twice");
+        for id in ids {
+            assert!(
+                id.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                "{id}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_wire_type_has_a_port_and_every_file_type_a_scheme() {
+        for c in CONNECTORS {
+            match c.family {
+                Family::Postgres | Family::Mysql => assert!(c.default_port > 0, "{}", c.id),
+                Family::ObjectStore => assert!(!c.schemes.is_empty(), "{}", c.id),
+                Family::Sqlite => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,764 @@
+//! Connections over HTTP against the real servers of this machine: PostgreSQL and MariaDB (each
+//! test makes its own database with the `psql` and `mariadb` clients), a SQLite file, and files
+//! in the S3-compatible server scripts/test starts (STRATA_TEST_S3_ENDPOINT) and in a local
+//! directory. For each: the catalogue, create, test, SQL in place with the pushed-down filter
+//! seen in the source's own query log, a join with the account's own datasets, rights and
+//! denied fields, sealed credentials, and a source that fails (a clear error, the connection
+//! marked `error`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::{
+    process::Command,
+    sync::Arc,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use common::{Answer, Credentials, Server, Signed, root_user, yaml};
+use serde_json::{Value, json};
+
+/// A name no other test run uses.
+fn unique(prefix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("{prefix}_{}_{nanos}", std::process::id())
+}
+
+/// Runs `sql` with psql as the `postgres` user on loopback; its unaligned output.
+fn psql(database: &str, sql: &str) -> String {
+    let out = Command::new("psql")
+        .args(["-h", "127.0.0.1", "-U", "postgres", "-d", database])
+        .args(["-v", "ON_ERROR_STOP=1", "-Atc", sql])
+        .output()
+        .expect("psql runs");
+    assert!(
+        out.status.success(),
+        "psql {sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs `sql` with the mariadb client as root on loopback; its tab-separated output.
+fn mariadb(sql: &str) -> String {
+    let out = Command::new("mariadb")
+        .args(["-h", "127.0.0.1", "-uroot", "-N", "-B", "-e", sql])
+        .output()
+        .expect("mariadb runs");
+    assert!(
+        out.status.success(),
+        "mariadb {sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Creates role `role` from `permissions` (YAML entries) and user `name` holding it.
+async fn user_with(root: &Signed, server: &Server, name: &str, permissions: &str) -> Signed {
+    let role = format!("Version: 2025-01-01\nPermissions:\n{permissions}");
+    let made = yaml(root, "PUT", &format!("/role/{name}-role"), &role).await;
+    assert_eq!(made.status, 200, "{made:?}");
+    let created = yaml(
+        root,
+        "PUT",
+        &format!("/user/{name}"),
+        &format!("Version: 2025-01-01\nPassword: correct-horse-battery\nRoles: [{name}-role]\n"),
+    )
+    .await;
+    assert_eq!(created.status, 200, "{created:?}");
+    Signed::new(
+        server,
+        &Credentials {
+            access_key: created.body["access_key"].as_str().unwrap().to_owned(),
+            secret_key: created.body["secret_key"].as_str().unwrap().to_owned(),
+        },
+    )
+}
+
+async fn sql(client: &Signed, path: &str, query: &str) -> Answer {
+    client
+        .send("POST", path, Some(&json!({"query": query})))
+        .await
+}
+
+fn message(answer: &Answer) -> String {
+    answer.body["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Creates a connection; its id.
+async fn connect(root: &Signed, source_type: &str, name: &str, config: Value) -> String {
+    let made = root
+        .send(
+            "POST",
+            &format!("/source/{source_type}"),
+            Some(&json!({"connector_id": source_type, "name": name, "config": config})),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{made:?}");
+    assert_eq!(made.body["status"], "inactive", "{made:?}");
+    made.body["connection_id"].as_str().unwrap().to_owned()
+}
+
+/// The rows of a SQL answer.
+fn rows(answer: &Answer) -> Vec<Value> {
+    assert_eq!(answer.status, 200, "{answer:?}");
+    answer.body["rows"].as_array().unwrap().clone()
+}
+
+/// A PostgreSQL database of its own, logging every statement (to the server's log file).
+struct Postgres {
+    database: String,
+}
+
+impl Postgres {
+    fn new() -> Postgres {
+        let database = unique("strata_pg");
+        psql("postgres", &format!("CREATE DATABASE {database}"));
+        psql(
+            "postgres",
+            &format!("ALTER DATABASE {database} SET log_statement = 'all'"),
+        );
+        psql(
+            &database,
+            "CREATE TABLE orders (id int PRIMARY KEY, customer text, amount double precision, \
+             secret text, placed timestamptz);
+             INSERT INTO orders VALUES
+               (1, 'ann', 50, 's1', '2026-11-01T10:00:00Z'),
+               (2, 'bob', 150, 's2', '2026-11-02T10:00:00Z'),
+               (3, 'ann', 250, 's3', '2026-11-03T10:00:00Z'),
+               (4, 'cid', 350, 's4', '2026-11-04T10:00:00Z');
+             CREATE SCHEMA sales;
+             CREATE TABLE sales.targets (region text, target bigint);
+             INSERT INTO sales.targets VALUES ('north', 10), ('south', 20);",
+        );
+        Postgres { database }
+    }
+
+    /// What the server logged of statements naming `needle`.
+    fn logged(&self, needle: &str) -> String {
+        let mut text = String::new();
+        for entry in std::fs::read_dir("/var/log/postgresql").unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "log") {
+                text.push_str(&std::fs::read_to_string(path).unwrap_or_default());
+            }
+        }
+        text.lines()
+            .filter(|line| line.contains(needle))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let _ = Command::new("psql")
+            .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-c"])
+            .arg(format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.database
+            ))
+            .output();
+    }
+}
+
+#[tokio::test]
+async fn postgresql_is_connected_tested_and_queried_in_place() {
+    let pg = Postgres::new();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let root = Signed::new(&server, &root_user(dir.path(), "acme"));
+
+    // The catalogue.
+    for path in ["/sources", "/_connector/connectors"] {
+        let listed = root.send("GET", path, None).await;
+        assert_eq!(listed.status, 200, "{listed:?}");
+        let types = listed.body.as_array().unwrap();
+        assert!(types.len() >= 48, "{} source types", types.len());
+        let postgres = types.iter().find(|t| t["id"] == "postgresql").unwrap();
+        assert_eq!(postgres["family"], "postgres");
+        assert!(
+            postgres["capabilities"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("sql"))
+        );
+    }
+
+    // Create, read back without the password, test.
+    let password = "pg-Pa55word-never-shown";
+    let id = connect(
+        &root,
+        "postgresql",
+        "pg",
+        json!({"host": "127.0.0.1", "port": 5432, "username": "postgres",
+               "password": password, "database": pg.database}),
+    )
+    .await;
+    let got = root.send("GET", &format!("/source/{id}"), None).await;
+    assert_eq!(got.status, 200, "{got:?}");
+    assert_eq!(got.body["config"]["username"], "postgres");
+    assert!(got.body["config"].get("password").is_none(), "{got:?}");
+    assert!(got.body["last_used_at"].is_null(), "{got:?}");
+    let tested = root.send("POST", &format!("/source/{id}/test"), None).await;
+    assert_eq!(tested.status, 200, "{tested:?}");
+    assert_eq!(tested.body["status"], "active");
+    assert_eq!(tested.body["datasets_available"], 2, "{tested:?}");
+    let listed = root.send("GET", "/sources/connections", None).await;
+    let mine = &listed.body.as_array().unwrap()[0];
+    assert_eq!(mine["status"], "active", "{listed:?}");
+    assert!(mine["last_used_at"].is_string(), "{listed:?}");
+
+    // SQL in place, by query parameter and by header; the filter reaches PostgreSQL.
+    let answer = sql(
+        &root,
+        &format!("/sql?connection_id={id}"),
+        "SELECT customer, amount FROM orders WHERE amount > 100 ORDER BY amount",
+    )
+    .await;
+    assert_eq!(
+        rows(&answer),
+        vec![
+            json!(["bob", 150.0]),
+            json!(["ann", 250.0]),
+            json!(["cid", 350.0])
+        ]
+    );
+    assert_eq!(
+        answer.body["columns"],
+        json!([{"name": "customer", "type": "string"}, {"name": "amount", "type": "double"}])
+    );
+    let pushed = pg.logged("\"orders\"");
+    assert!(
+        pushed.contains("WHERE") && pushed.contains("100"),
+        "the filter was not pushed to PostgreSQL:\n{pushed}"
+    );
+    let path = "/_sql";
+    let body = json!({"query": "SELECT sum(target) AS total FROM sales.targets"}).to_string();
+    let extra = [
+        ("content-type", "application/json"),
+        ("x-svc-connection-id", id.as_str()),
+    ];
+    let headers = root.sign("POST", path, &extra, body.as_bytes(), chrono::Utc::now());
+    let by_header = root
+        .send_raw("POST", path, &headers, body.into_bytes())
+        .await;
+    assert_eq!(rows(&by_header), vec![json!([30])]);
+    let tables = sql(&root, &format!("/sql?connection_id={id}"), "SHOW TABLES").await;
+    assert_eq!(
+        rows(&tables),
+        vec![json!(["orders"]), json!(["sales.targets"])]
+    );
+    let described = sql(&root, "/sql?connection_id=pg", "DESCRIBE orders").await;
+    assert_eq!(rows(&described).len(), 5, "{described:?}");
+
+    // A join of the connected table with the account's own dataset.
+    let lines = [
+        json!({"index": {"_index": "customers", "_id": "ann"}}),
+        json!({"name": "ann", "tier": "gold"}),
+        json!({"index": {"_index": "customers", "_id": "bob"}}),
+        json!({"name": "bob", "tier": "silver"}),
+    ];
+    let written = root
+        .send_ndjson("POST", "/_bulk?refresh=true", &lines)
+        .await;
+    assert_eq!(written.body["errors"], false, "{written:?}");
+    let joined = sql(
+        &root,
+        "/sql",
+        "SELECT c.tier, sum(o.amount) AS spent FROM \"pg\".\"orders\" o \
+         JOIN customers c ON c.name = o.customer GROUP BY c.tier ORDER BY c.tier",
+    )
+    .await;
+    assert_eq!(
+        rows(&joined),
+        vec![json!(["gold", 300.0]), json!(["silver", 150.0])]
+    );
+
+    // Bad requests and unknown things, in the documented shape.
+    let unknown = sql(&root, "/sql?connection_id=nope", "SELECT 1").await;
+    assert_eq!(unknown.status, 404, "{unknown:?}");
+    let no_table = sql(
+        &root,
+        &format!("/sql?connection_id={id}"),
+        "SELECT * FROM nothing",
+    )
+    .await;
+    assert_eq!(no_table.status, 400, "{no_table:?}");
+    assert!(message(&no_table).contains("[nothing]"), "{no_table:?}");
+    let write = sql(
+        &root,
+        &format!("/sql?connection_id={id}"),
+        "DELETE FROM orders",
+    )
+    .await;
+    assert_eq!(write.status, 400, "{write:?}");
+    let bad_key = root
+        .send(
+            "POST",
+            "/source/postgresql",
+            Some(
+                &json!({"name": "x", "config": {"host": "h", "username": "u",
+                         "database": "d", "bucket": "b"}}),
+            ),
+        )
+        .await;
+    assert_eq!(bad_key.status, 400, "{bad_key:?}");
+    assert!(message(&bad_key).contains("config.bucket"), "{bad_key:?}");
+    let bad_type = root
+        .send(
+            "POST",
+            "/source/oracle-9i",
+            Some(&json!({"name": "x", "config": {}})),
+        )
+        .await;
+    assert_eq!(bad_type.status, 404, "{bad_type:?}");
+    let taken = root
+        .send(
+            "POST",
+            "/source/postgresql",
+            Some(&json!({"name": "pg", "config": {"host": "h", "username": "u", "database": "d"}})),
+        )
+        .await;
+    assert_eq!(taken.status, 409, "{taken:?}");
+
+    // Rights: record read on pg/orders without its secret; nothing else of the connection.
+    let ann = user_with(
+        &root,
+        &server,
+        "ann",
+        "  - ResourceType: record\n    Actions: [read]\n    Resources: [pg/orders]\n    \
+         Fields: {Deny: [secret]}\n",
+    )
+    .await;
+    let seen = sql(
+        &ann,
+        &format!("/sql?connection_id={id}"),
+        "SELECT * FROM orders",
+    )
+    .await;
+    assert_eq!(rows(&seen).len(), 4);
+    let columns: Vec<&str> = seen.body["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(columns, ["id", "customer", "amount", "placed"]);
+    let secret = sql(
+        &ann,
+        &format!("/sql?connection_id={id}"),
+        "SELECT secret FROM orders",
+    )
+    .await;
+    assert_eq!(secret.status, 400, "{secret:?}");
+    let other = sql(
+        &ann,
+        &format!("/sql?connection_id={id}"),
+        "SELECT * FROM sales.targets",
+    )
+    .await;
+    assert_eq!(other.status, 403, "{other:?}");
+    let manage = ann
+        .send(
+            "PATCH",
+            &format!("/source/{id}"),
+            Some(&json!({"name": "mine"})),
+        )
+        .await;
+    assert_eq!(manage.status, 403, "{manage:?}");
+    let listed = ann.send("GET", "/sources/connections", None).await;
+    assert_eq!(listed.body.as_array().unwrap().len(), 1, "{listed:?}");
+
+    // The password is sealed: neither the API, nor a dump, nor the log's bytes show it.
+    let dumped = common::replay(dir.path(), &["dump"]);
+    let dumped = String::from_utf8_lossy(&dumped.stdout);
+    assert!(dumped.contains("connection_set"), "{dumped}");
+    assert!(!dumped.contains(password));
+    let mut log = Vec::new();
+    for entry in walk(&dir.path().join("log")) {
+        log.extend(std::fs::read(entry).unwrap());
+    }
+    assert!(
+        !log.windows(password.len())
+            .any(|w| w == password.as_bytes())
+    );
+
+    // The source goes away mid-query: a clear 500 naming the stage, the connection in error.
+    psql(
+        &pg.database,
+        "CREATE VIEW slow AS SELECT o.id, (SELECT 1 FROM pg_sleep(3)) AS waited FROM orders o",
+    );
+    let database = pg.database.clone();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(700));
+        psql(
+            "postgres",
+            &format!(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE datname = '{database}' AND pid <> pg_backend_pid()"
+            ),
+        );
+    });
+    let cut = sql(
+        &root,
+        &format!("/sql?connection_id={id}"),
+        "SELECT * FROM slow",
+    )
+    .await;
+    killer.join().unwrap();
+    assert_eq!(cut.status, 500, "{cut:?}");
+    assert!(message(&cut).contains("query pg"), "{cut:?}");
+    let marked = root.send("GET", &format!("/source/{id}"), None).await;
+    assert_eq!(marked.body["status"], "error", "{marked:?}");
+    // Another port: the stage is the connection.
+    let moved = root
+        .send(
+            "PATCH",
+            &format!("/source/{id}"),
+            Some(&json!({"config": {"port": 1}})),
+        )
+        .await;
+    assert_eq!(moved.status, 200, "{moved:?}");
+    assert!(moved.body["config"].get("password").is_none());
+    let refused = root.send("POST", &format!("/source/{id}/test"), None).await;
+    assert_eq!(refused.status, 500, "{refused:?}");
+    assert!(
+        message(&refused).contains("connect to 127.0.0.1:1"),
+        "{refused:?}"
+    );
+    // Back, with the password kept through the PATCH.
+    let back = root
+        .send(
+            "PATCH",
+            &format!("/source/{id}"),
+            Some(&json!({"config": {"port": 5432}})),
+        )
+        .await;
+    assert_eq!(back.status, 200, "{back:?}");
+    let tested = root.send("POST", &format!("/source/{id}/test"), None).await;
+    assert_eq!(tested.body["status"], "active", "{tested:?}");
+
+    // Kept across a restart, then deleted.
+    drop(server);
+    let server = Server::start(dir.path(), &[]);
+    let root = Signed::new(&server, &root.credentials);
+    let again = sql(
+        &root,
+        "/sql?connection_id=pg",
+        "SELECT count(*) AS n FROM orders",
+    )
+    .await;
+    assert_eq!(rows(&again), vec![json!([4])]);
+    let deleted = root.send("DELETE", &format!("/source/{id}"), None).await;
+    assert_eq!(
+        deleted.body,
+        json!({"acknowledged": true, "connection_id": id})
+    );
+    let gone = root.send("GET", &format!("/source/{id}"), None).await;
+    assert_eq!(gone.status, 404, "{gone:?}");
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        match path.is_dir() {
+            true => files.extend(walk(&path)),
+            false => files.push(path),
+        }
+    }
+    files
+}
+
+/// A MariaDB database and a user of its own, with the general query log on (in a table).
+struct Maria {
+    database: String,
+    user: String,
+}
+
+impl Maria {
+    fn new() -> Maria {
+        let database = unique("strata_my");
+        let user = unique("strata_u");
+        mariadb(&format!(
+            "CREATE DATABASE {database};
+             CREATE TABLE {database}.orders (id int PRIMARY KEY, customer varchar(20), amount double);
+             INSERT INTO {database}.orders VALUES (1, 'ann', 50), (2, 'bob', 150), (3, 'ann', 250);
+             CREATE TABLE {database}.payroll (id int, salary int);
+             INSERT INTO {database}.payroll VALUES (1, 100);
+             CREATE USER '{user}'@'%' IDENTIFIED BY 'right-Pa55';
+             CREATE USER '{user}'@'localhost' IDENTIFIED BY 'right-Pa55';
+             GRANT SELECT ON {database}.orders TO '{user}'@'%';
+             GRANT SELECT ON {database}.orders TO '{user}'@'localhost';
+             CREATE SQL SECURITY INVOKER VIEW {database}.salaries AS SELECT salary FROM {database}.payroll;
+             GRANT SELECT ON {database}.salaries TO '{user}'@'%';
+             GRANT SELECT ON {database}.salaries TO '{user}'@'localhost';
+             SET GLOBAL log_output = 'TABLE';
+             SET GLOBAL general_log = 1;"
+        ));
+        Maria { database, user }
+    }
+
+    /// The statements the server's general log holds that name `needle`.
+    fn logged(&self, needle: &str) -> String {
+        mariadb(&format!(
+            "SELECT argument FROM mysql.general_log WHERE argument LIKE '%{needle}%'"
+        ))
+    }
+}
+
+impl Drop for Maria {
+    fn drop(&mut self) {
+        let _ = Command::new("mariadb")
+            .args(["-h", "127.0.0.1", "-uroot", "-e"])
+            .arg(format!(
+                "DROP DATABASE IF EXISTS {0}; DROP USER IF EXISTS '{1}'@'%'; \
+                 DROP USER IF EXISTS '{1}'@'localhost';",
+                self.database, self.user
+            ))
+            .output();
+    }
+}
+
+#[tokio::test]
+async fn mariadb_refuses_bad_credentials_and_rights_and_takes_pushed_filters() {
+    let maria = Maria::new();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let root = Signed::new(&server, &root_user(dir.path(), "acme"));
+    let config = |password: &str| {
+        json!({"host": "127.0.0.1", "username": maria.user, "password": password,
+               "database": maria.database})
+    };
+
+    // The source refuses the credentials: 401, and the connection is in error.
+    let wrong = connect(&root, "mariadb", "maria-wrong", config("wrong")).await;
+    let refused = root
+        .send("POST", &format!("/source/{wrong}/test"), None)
+        .await;
+    assert_eq!(refused.status, 401, "{refused:?}");
+    assert!(
+        message(&refused).contains("refused the credentials"),
+        "{refused:?}"
+    );
+    let marked = root.send("GET", &format!("/source/{wrong}"), None).await;
+    assert_eq!(marked.body["status"], "error", "{marked:?}");
+
+    let id = connect(&root, "mariadb", "maria", config("right-Pa55")).await;
+    let tested = root.send("POST", &format!("/source/{id}/test"), None).await;
+    assert_eq!(tested.status, 200, "{tested:?}");
+    assert_eq!(tested.body["datasets_available"], 2, "{tested:?}");
+    let answer = sql(
+        &root,
+        &format!("/sql?connection_id={id}"),
+        "SELECT customer FROM orders WHERE amount >= 150 ORDER BY customer",
+    )
+    .await;
+    assert_eq!(rows(&answer), vec![json!(["ann"]), json!(["bob"])]);
+    let logged = maria.logged(&format!("{}`.`orders", maria.database));
+    let logged = format!("{logged}{}", maria.logged("`orders`"));
+    assert!(
+        logged.contains("WHERE") && logged.contains("150"),
+        "the filter was not pushed to MariaDB:\n{logged}"
+    );
+
+    // The source refuses a right (a view over a table the user may not read): 403.
+    let denied = sql(
+        &root,
+        &format!("/sql?connection_id={id}"),
+        "SELECT * FROM salaries",
+    )
+    .await;
+    assert_eq!(denied.status, 403, "{denied:?}");
+    assert!(message(&denied).contains("refused the right"), "{denied:?}");
+}
+
+#[tokio::test]
+async fn a_sqlite_file_is_queried_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("shop.db");
+    let made = Command::new("sqlite3")
+        .arg(&file)
+        .arg(
+            "CREATE TABLE items (sku TEXT, price REAL, stock INTEGER);
+             INSERT INTO items VALUES ('a', 1.5, 10), ('b', 2.5, 0), ('c', 9.0, 3);",
+        )
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let server = Server::start(dir.path(), &[]);
+    let root = Signed::new(&server, &root_user(dir.path(), "acme"));
+    let id = connect(
+        &root,
+        "sqlite",
+        "lite",
+        json!({"path": file.to_str().unwrap()}),
+    )
+    .await;
+    let tested = root.send("POST", &format!("/source/{id}/test"), None).await;
+    assert_eq!(tested.body["datasets_available"], 1, "{tested:?}");
+    let answer = sql(
+        &root,
+        &format!("/sql?connection_id={id}"),
+        "SELECT sku FROM items WHERE stock > 0 ORDER BY price DESC LIMIT 5",
+    )
+    .await;
+    assert_eq!(rows(&answer), vec![json!(["c"]), json!(["a"])]);
+
+    let missing = connect(&root, "sqlite", "gone", json!({"path": "/nowhere/x.db"})).await;
+    let failed = root
+        .send("POST", &format!("/source/{missing}/test"), None)
+        .await;
+    assert_eq!(failed.status, 500, "{failed:?}");
+    assert!(
+        message(&failed).contains("open /nowhere/x.db"),
+        "{failed:?}"
+    );
+    let relative = root
+        .send(
+            "POST",
+            "/source/sqlite",
+            Some(&json!({"name": "rel", "config": {"path": "x.db"}})),
+        )
+        .await;
+    assert_eq!(relative.status, 400, "{relative:?}");
+    assert!(message(&relative).contains("config.path"), "{relative:?}");
+}
+
+/// A Parquet file of `(city, temp)` rows.
+fn parquet(rows: &[(&str, f64)]) -> Vec<u8> {
+    use arrow::array::{Float64Array, StringArray};
+    let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+        arrow::datatypes::Field::new("city", arrow::datatypes::DataType::Utf8, false),
+        arrow::datatypes::Field::new("temp", arrow::datatypes::DataType::Float64, false),
+    ]));
+    let batch = arrow::array::RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(StringArray::from(
+                rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+            )),
+            Arc::new(Float64Array::from(
+                rows.iter().map(|r| r.1).collect::<Vec<_>>(),
+            )),
+        ],
+    )
+    .unwrap();
+    let mut bytes = Vec::new();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(&mut bytes, schema, None).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+    bytes
+}
+
+#[tokio::test]
+async fn files_in_an_s3_bucket_and_a_directory_are_queried_in_place() {
+    let endpoint = std::env::var("STRATA_TEST_S3_ENDPOINT").expect(
+        "STRATA_TEST_S3_ENDPOINT is not set: run the tests with scripts/test, which starts an S3-compatible server",
+    );
+    let bucket = unique("strata-files").replace('_', "-");
+    let http = reqwest::Client::new();
+    let put = |key: String, body: Vec<u8>| {
+        let http = http.clone();
+        let url = format!("{endpoint}/{bucket}{key}");
+        async move {
+            let made = http.put(url).body(body).send().await.unwrap();
+            assert!(made.status().is_success(), "{made:?}");
+        }
+    };
+    put(String::new(), Vec::new()).await;
+    put(
+        "/lake/weather/2026-01.parquet".into(),
+        parquet(&[("oslo", -3.0), ("rome", 11.0)]),
+    )
+    .await;
+    put(
+        "/lake/weather/2026-02.parquet".into(),
+        parquet(&[("oslo", -1.0), ("rome", 13.0)]),
+    )
+    .await;
+    put("/lake/sales.csv".into(), b"sku,qty\na,3\nb,5\n".to_vec()).await;
+    put(
+        "/lake/events.ndjson".into(),
+        b"{\"kind\":\"x\",\"n\":1}\n{\"kind\":\"y\",\"n\":2}\n".to_vec(),
+    )
+    .await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let root = Signed::new(&server, &root_user(dir.path(), "acme"));
+    let id = connect(
+        &root,
+        "minio",
+        "lake",
+        json!({"url": format!("s3://{bucket}/lake"), "endpoint": endpoint, "region": "us-east-1",
+               "access_key_id": "testing", "secret_access_key": "testing-secret"}),
+    )
+    .await;
+    let tested = root.send("POST", &format!("/source/{id}/test"), None).await;
+    assert_eq!(tested.status, 200, "{tested:?}");
+    assert_eq!(tested.body["datasets_available"], 4, "{tested:?}");
+    let on = format!("/sql?connection_id={id}");
+    let cold = sql(
+        &root,
+        &on,
+        "SELECT city, min(temp) AS low FROM \"weather/*.parquet\" GROUP BY city ORDER BY city",
+    )
+    .await;
+    assert_eq!(
+        rows(&cold),
+        vec![json!(["oslo", -3.0]), json!(["rome", 11.0])]
+    );
+    let one = sql(
+        &root,
+        &on,
+        "SELECT count(*) AS n FROM \"weather/2026-02.parquet\"",
+    )
+    .await;
+    assert_eq!(rows(&one), vec![json!([2])]);
+    let directory = sql(&root, &on, "SELECT count(*) AS n FROM \"weather/\"").await;
+    assert_eq!(rows(&directory), vec![json!([4])]);
+    let csv = sql(&root, &on, "SELECT sum(qty) AS q FROM \"sales.csv\"").await;
+    assert_eq!(rows(&csv), vec![json!([8])]);
+    let ndjson = sql(&root, &on, "SELECT kind FROM \"events.ndjson\" WHERE n > 1").await;
+    assert_eq!(rows(&ndjson), vec![json!(["y"])]);
+    let none = sql(&root, &on, "SELECT * FROM \"nothing/*.parquet\"").await;
+    assert_eq!(none.status, 400, "{none:?}");
+
+    // A local directory, and one that does not exist.
+    let local = tempfile::tempdir().unwrap();
+    std::fs::write(local.path().join("t.csv"), "a,b\n1,2\n3,4\n").unwrap();
+    let url = format!("file://{}", local.path().display());
+    let here = connect(&root, "local_files", "here", json!({"url": url})).await;
+    let tested = root
+        .send("POST", &format!("/source/{here}/test"), None)
+        .await;
+    assert_eq!(tested.body["datasets_available"], 1, "{tested:?}");
+    let answer = sql(
+        &root,
+        &format!("/sql?connection_id={here}"),
+        "SELECT sum(b) AS s FROM \"t.csv\"",
+    )
+    .await;
+    assert_eq!(rows(&answer), vec![json!([6])]);
+    let nowhere = connect(
+        &root,
+        "local_files",
+        "nowhere",
+        json!({"url": "file:///no/such/dir"}),
+    )
+    .await;
+    let failed = root
+        .send("POST", &format!("/source/{nowhere}/test"), None)
+        .await;
+    assert_eq!(failed.status, 500, "{failed:?}");
+}
