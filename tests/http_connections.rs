@@ -282,6 +282,53 @@ async fn postgresql_is_connected_tested_and_queried_in_place() {
         vec![json!(["gold", 300.0]), json!(["silver", 150.0])]
     );
 
+    // Query DSL in place, translated to SQL, at both paths.
+    let search = root
+        .send(
+            "POST",
+            &format!("/source/{id}/orders/dsl"),
+            Some(&json!({
+                "query": {"bool": {"filter": [
+                    {"range": {"amount": {"gte": 100}}}, {"term": {"customer": "ann"}}]}},
+                "aggs": {"spent": {"sum": {"field": "amount"}}}})),
+        )
+        .await;
+    assert_eq!(search.status, 200, "{search:?}");
+    assert_eq!(search.body["hits"]["total"]["value"], 1, "{search:?}");
+    assert_eq!(search.body["hits"]["hits"][0]["_source"]["amount"], 250.0);
+    assert_eq!(search.body["aggregations"]["spent"]["value"], 250.0);
+    let by_index = root
+        .send(
+            "POST",
+            &format!("/orders/_search?connection_id={id}"),
+            Some(&json!({"size": 0, "aggs": {"by": {"terms": {"field": "customer"}}}})),
+        )
+        .await;
+    assert_eq!(by_index.status, 200, "{by_index:?}");
+    let buckets = &by_index.body["aggregations"]["by"]["buckets"];
+    assert_eq!(
+        buckets[0],
+        json!({"key": "ann", "doc_count": 2}),
+        "{by_index:?}"
+    );
+    let outside = root
+        .send(
+            "POST",
+            &format!("/source/{id}/orders/dsl"),
+            Some(&json!({"query": {"match_phrase": {"customer": "ann"}}})),
+        )
+        .await;
+    assert_eq!(outside.status, 400, "{outside:?}");
+    assert!(message(&outside).contains("match_phrase"), "{outside:?}");
+    let metadata = root
+        .send("GET", &format!("/source/{id}/orders/metadata"), None)
+        .await;
+    assert_eq!(
+        metadata.body["fields"].as_array().unwrap().len(),
+        5,
+        "{metadata:?}"
+    );
+
     // Bad requests and unknown things, in the documented shape.
     let unknown = sql(&root, "/sql?connection_id=nope", "SELECT 1").await;
     assert_eq!(unknown.status, 404, "{unknown:?}");
@@ -366,6 +413,23 @@ async fn postgresql_is_connected_tested_and_queried_in_place() {
     )
     .await;
     assert_eq!(other.status, 403, "{other:?}");
+    let searched = ann
+        .send(
+            "POST",
+            &format!("/source/{id}/orders/dsl"),
+            Some(&json!({"size": 1})),
+        )
+        .await;
+    assert_eq!(searched.status, 200, "{searched:?}");
+    let source = &searched.body["hits"]["hits"][0]["_source"];
+    assert!(
+        source.get("secret").is_none() && source.get("customer").is_some(),
+        "{searched:?}"
+    );
+    let described = ann
+        .send("GET", &format!("/source/{id}/orders/metadata"), None)
+        .await;
+    assert_eq!(described.status, 403, "{described:?}");
     let manage = ann
         .send(
             "PATCH",
@@ -376,6 +440,18 @@ async fn postgresql_is_connected_tested_and_queried_in_place() {
     assert_eq!(manage.status, 403, "{manage:?}");
     let listed = ann.send("GET", "/sources/connections", None).await;
     assert_eq!(listed.body.as_array().unwrap().len(), 1, "{listed:?}");
+
+    // A record filter is a condition the source is sent.
+    let bea = user_with(
+        &root,
+        &server,
+        "bea",
+        "  - ResourceType: record\n    Actions: [read]\n    Resources: [\"pg/*\"]\n    \
+         Filter: {term: {customer: bob}}\n",
+    )
+    .await;
+    let filtered = sql(&bea, "/sql?connection_id=pg", "SELECT id FROM orders").await;
+    assert_eq!(rows(&filtered), vec![json!([2])]);
 
     // The password is sealed: neither the API, nor a dump, nor the log's bytes show it.
     let dumped = common::replay(dir.path(), &["dump"]);

@@ -6,13 +6,16 @@ use axum::{
     Json,
     body::Bytes,
     extract::{Path, rejection::PathRejection},
-    http::{HeaderMap, StatusCode},
+    http::{HeaderMap, StatusCode, Uri},
     response::{IntoResponse, Response},
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::{Signed, alerting::id_of, body::PathName, error::PlatformError, governance::document};
-use crate::error::Error;
+use super::{
+    AppState, Signed, alerting::id_of, body::PathName, documents::json_body, error::PlatformError,
+    governance::document,
+};
+use crate::{engine::PlatformPrincipal, error::Error};
 
 /// GET /sources and GET /_connector/connectors: every source type.
 pub async fn connectors(
@@ -162,4 +165,65 @@ pub async fn metadata(
         .await
         .map_err(PlatformError::of("dataset metadata"))?;
     Ok(Json(metadata).into_response())
+}
+
+/// The connection a request names: the query parameter `connection_id`, or the header
+/// `x-svc-connection-id`.
+pub(super) fn connection_param(uri: &Uri, headers: &HeaderMap) -> Result<Option<String>, Error> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(uri.query().unwrap_or(""))
+        .map_err(|e| Error::BadRequest(format!("invalid query parameters: {e}")))?;
+    if let Some((_, id)) = pairs.into_iter().find(|(name, _)| name == "connection_id") {
+        return Ok(Some(id).filter(|id| !id.is_empty()));
+    }
+    headers
+        .get(CONNECTION_HEADER)
+        .map(|value| {
+            value
+                .to_str()
+                .map(str::to_owned)
+                .map_err(|_| Error::BadRequest(format!("{CONNECTION_HEADER} is not text")))
+        })
+        .transpose()
+}
+
+/// The header that names a connection to query in place.
+pub(super) const CONNECTION_HEADER: &str = "x-svc-connection-id";
+
+/// A Query DSL search of dataset `dataset` of connection `connection`: the body (JSON, or
+/// none for every record).
+pub(super) async fn search_in_place(
+    state: &AppState,
+    principal: &PlatformPrincipal,
+    connection: &str,
+    dataset: &str,
+    body: &Bytes,
+) -> Result<Response, PlatformError> {
+    const OP: &str = "search";
+    let body = match json_body(body).map_err(PlatformError::of(OP))? {
+        Value::Null => json!({}),
+        body => body,
+    };
+    let answer = state
+        .engine
+        .connection_search(principal, connection, dataset, &body)
+        .await
+        .map_err(PlatformError::of(OP))?;
+    Ok(Json(answer).into_response())
+}
+
+/// GET|POST /source/{id}/{dataset}/dsl: a Query DSL search of one dataset of the connection.
+pub async fn dsl(
+    Signed {
+        state, principal, ..
+    }: Signed,
+    path: std::result::Result<Path<(String, String)>, PathRejection>,
+    body: Bytes,
+) -> Result<Response, PlatformError> {
+    let Path((id, dataset)) = path.map_err(|rejection| {
+        PlatformError::of("search")(Error::BadRequest(format!(
+            "invalid path: {}",
+            rejection.body_text()
+        )))
+    })?;
+    search_in_place(&state, &principal, &id, &dataset, &body).await
 }

@@ -238,7 +238,7 @@ fn item_json(item: &BulkItem) -> Value {
 }
 
 /// A JSON request body; an empty one is `null`.
-fn json_body(body: &Bytes) -> Result<Value, Error> {
+pub(super) fn json_body(body: &Bytes) -> Result<Value, Error> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Value::Null);
     }
@@ -378,8 +378,17 @@ pub async fn search(
     }: Signed,
     name: Result<PathName, Error>,
     uri: Uri,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, PlatformError> {
+    // With `connection_id` (or x-svc-connection-id): a dataset of that connection.
+    if let Some(connection) =
+        super::connections::connection_param(&uri, &headers).map_err(PlatformError::of("search"))?
+    {
+        let PathName(name) = name.map_err(PlatformError::of("search"))?;
+        return super::connections::search_in_place(&state, &principal, &connection, &name, &body)
+            .await;
+    }
     let (name, body) = dataset_request("search", name, &body)?;
     run_search(&state, &principal, Some(&name), &uri, body).await
 }

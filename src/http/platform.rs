@@ -175,6 +175,7 @@ route_table! {
     },
     "/source/{id}/test" => {post: connections::test},
     "/source/{id}/{name}/metadata" => {get: connections::metadata, head: connections::metadata},
+    "/source/{id}/{name}/dsl" => {get: connections::dsl, post: connections::dsl},
 }
 
 pub fn routes(state: AppState) -> Router {

@@ -11,7 +11,10 @@ use axum::{
 };
 use serde_json::{Value, json};
 
-use super::{AppState, RequestId, Signed, body::PathName, error::PlatformError};
+use super::{
+    AppState, RequestId, Signed, body::PathName, connections::CONNECTION_HEADER,
+    error::PlatformError,
+};
 use crate::{
     documents::source::json_value,
     engine::{PlatformPrincipal, SqlOutcome, TimeBounds, sql_type_name},
@@ -35,9 +38,6 @@ struct Request {
     /// `connection_id` (query parameter) or `x-svc-connection-id` (header): SQL in place.
     connection: Option<String>,
 }
-
-/// The header that names a connection to run the statement on.
-const CONNECTION_HEADER: &str = "x-svc-connection-id";
 
 fn read_request(uri: &Uri, headers: &HeaderMap, body: &Bytes) -> Result<Request, Error> {
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(uri.query().unwrap_or(""))

@@ -11,7 +11,9 @@
 
 pub mod catalogue;
 pub mod config;
+pub mod dsl;
 pub mod files;
+mod search;
 pub mod source;
 pub mod sql;
 pub mod wire;

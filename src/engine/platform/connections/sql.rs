@@ -5,8 +5,9 @@
 //! denies are not columns of it, so they are never asked of the source; the rest of the
 //! query (filters, the columns it reads, a limit) is pushed to the source by its table
 //! provider. Mask directives are not applied to SQL sources (spec: only the service's own
-//! datasets and search sources are masked); a record filter of a role, which could not be
-//! kept exactly, refuses the read.
+//! datasets and search sources are masked); a role's record filter (a Query DSL query) is a
+//! condition sent to the source with the rest, and a filter outside the subset a SQL source
+//! takes refuses the read.
 
 use std::sync::Arc;
 
@@ -39,7 +40,7 @@ fn classify_for(name: &str) -> impl Fn(DataFusionError) -> Error + Copy + '_ {
 /// A source's own failure as a connection's error; DataFusion's other errors as a statement's.
 /// The table providers report what the source said as external errors, or as execution
 /// errors in their own words ("Failed to execute query").
-fn classify_source(stage: &str, error: DataFusionError) -> Error {
+pub(super) fn classify_source(stage: &str, error: DataFusionError) -> Error {
     match error.find_root() {
         DataFusionError::External(inner) => failure(stage, inner.as_ref()),
         DataFusionError::ObjectStore(inner) => failure(stage, inner.as_ref()),
@@ -104,25 +105,28 @@ impl Engine {
             .map(|f| f.name().clone())
             .collect();
         let view = self.read_source(principal, action, &connection.name, dataset, &columns)?;
-        if view.filter.is_some() {
-            return Err(Error::Forbidden(format!(
-                "user {} reads {}/{dataset} through a record filter, which is not applied to \
-                 connected SQL sources: ask for a grant without Filter",
-                principal.user, connection.name
-            )));
-        }
-        if view.fields.hidden.is_empty() {
+        if view.filter.is_none() && view.fields.hidden.is_empty() {
             return Ok(table);
+        }
+        // The records of the reader's record filter (a condition the source is sent), then
+        // the fields it may see.
+        let mut frame = ctx.read_table(table.clone()).map_err(query::classify)?;
+        if let Some(filter) = &view.filter {
+            let condition = super::dsl::filter_expr(filter, &table.schema()).map_err(|e| {
+                Error::Forbidden(format!(
+                    "the record filter of user {} on {}/{dataset} cannot be applied to a SQL \
+                     source ({e}): the read is refused",
+                    principal.user, connection.name
+                ))
+            })?;
+            frame = frame.filter(condition).map_err(query::classify)?;
         }
         let shown: Vec<&str> = columns
             .iter()
             .map(String::as_str)
             .filter(|c| view.fields.shows(c).is_some())
             .collect();
-        let frame = ctx
-            .read_table(table)
-            .and_then(|frame| frame.select_columns(&shown))
-            .map_err(query::classify)?;
+        let frame = frame.select_columns(&shown).map_err(query::classify)?;
         Ok(frame.into_view())
     }
 
