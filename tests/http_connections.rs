@@ -838,3 +838,120 @@ async fn files_in_an_s3_bucket_and_a_directory_are_queried_in_place() {
         .await;
     assert_eq!(failed.status, 500, "{failed:?}");
 }
+
+#[tokio::test]
+async fn another_strata_is_searched_through_its_elasticsearch_api() {
+    // The source: a second strata, with a dataset of two teams' records.
+    let upstream_dir = tempfile::tempdir().unwrap();
+    let upstream = Server::start(upstream_dir.path(), &[]);
+    let keys = root_user(upstream_dir.path(), "upstream");
+    let lines = [
+        json!({"index": {"_index": "logs", "_id": "1"}}),
+        json!({"team": "a", "msg": "disk full", "email": "ann@example.com", "secret": "s1", "n": 1}),
+        json!({"index": {"_index": "logs", "_id": "2"}}),
+        json!({"team": "b", "msg": "disk ok", "email": "bob@example.com", "secret": "s2", "n": 2}),
+        json!({"index": {"_index": "logs", "_id": "3"}}),
+        json!({"team": "a", "msg": "cpu hot", "email": "cid@example.com", "secret": "s3", "n": 3}),
+    ];
+    let written = Signed::new(&upstream, &keys)
+        .send_ndjson("POST", "/_bulk?refresh=true", &lines)
+        .await;
+    assert_eq!(written.body["errors"], false, "{written:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let root = Signed::new(&server, &root_user(dir.path(), "acme"));
+    let config = |secret: &str| {
+        json!({"url": upstream.platform_url, "access_key_id": keys.access_key,
+               "secret_access_key": secret})
+    };
+    let wrong = connect(&root, "strata", "wrong", config("not-the-secret")).await;
+    let refused = root
+        .send("POST", &format!("/source/{wrong}/test"), None)
+        .await;
+    assert_eq!(refused.status, 401, "{refused:?}");
+    let id = connect(&root, "strata", "up", config(&keys.secret_key)).await;
+    let tested = root.send("POST", &format!("/source/{id}/test"), None).await;
+    assert_eq!(tested.status, 200, "{tested:?}");
+    assert_eq!(tested.body["datasets_available"], 1, "{tested:?}");
+
+    // The search is forwarded as it is (match is no SQL source's, but a search engine's).
+    let found = root
+        .send(
+            "POST",
+            &format!("/source/{id}/logs/dsl"),
+            Some(&json!({"query": {"match": {"msg": "disk"}}, "sort": [{"n": "asc"}]})),
+        )
+        .await;
+    assert_eq!(found.status, 200, "{found:?}");
+    assert_eq!(found.body["hits"]["total"]["value"], 2, "{found:?}");
+    assert_eq!(found.body["hits"]["hits"][0]["_source"]["secret"], "s1");
+    let metadata = root
+        .send("GET", &format!("/source/{id}/logs/metadata"), None)
+        .await;
+    assert_eq!(metadata.status, 200, "{metadata:?}");
+    let names: Vec<&str> = metadata.body["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"secret") && names.contains(&"team"),
+        "{metadata:?}"
+    );
+    let not_sql = sql(
+        &root,
+        &format!("/sql?connection_id={id}"),
+        "SELECT * FROM logs",
+    )
+    .await;
+    assert_eq!(not_sql.status, 400, "{not_sql:?}");
+
+    // A reader's Deny, Mask and record filter hold on what the source answers.
+    let ann = user_with(
+        &root,
+        &server,
+        "ann",
+        "  - ResourceType: record\n    Actions: [read]\n    Resources: [up/logs]\n    \
+         Fields: {Deny: [secret], Mask: {email: redact}}\n    Filter: {term: {team: a}}\n",
+    )
+    .await;
+    let seen = ann
+        .send(
+            "POST",
+            &format!("/logs/_search?connection_id={id}"),
+            Some(&json!({"sort": [{"n": "asc"}]})),
+        )
+        .await;
+    assert_eq!(seen.status, 200, "{seen:?}");
+    let hits = seen.body["hits"]["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), 2, "{seen:?}");
+    for hit in hits {
+        assert_eq!(hit["_source"]["team"], "a");
+        assert!(hit["_source"].get("secret").is_none(), "{hit}");
+        assert!(
+            hit["_source"]["email"]
+                .as_str()
+                .unwrap()
+                .starts_with("****"),
+            "{hit}"
+        );
+    }
+    let by_secret = ann
+        .send(
+            "POST",
+            &format!("/source/{id}/logs/dsl"),
+            Some(&json!({"query": {"term": {"secret": "s1"}}})),
+        )
+        .await;
+    assert_eq!(by_secret.body["hits"]["total"]["value"], 0, "{by_secret:?}");
+    let script = ann
+        .send(
+            "POST",
+            &format!("/source/{id}/logs/dsl"),
+            Some(&json!({"query": {"script": {"script": "doc['secret'].value == 's1'"}}})),
+        )
+        .await;
+    assert_eq!(script.status, 400, "{script:?}");
+}

@@ -14,6 +14,7 @@ pub mod config;
 pub mod dsl;
 pub mod files;
 mod search;
+pub mod search_engine;
 pub mod source;
 pub mod sql;
 pub mod wire;

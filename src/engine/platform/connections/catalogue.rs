@@ -17,6 +17,8 @@ pub enum Family {
     Sqlite,
     /// Parquet, CSV, JSON and NDJSON files in an object store (DataFusion listing tables).
     ObjectStore,
+    /// The Elasticsearch API (searches forwarded as they are).
+    SearchEngine,
 }
 
 /// What a connection of a family can do.
@@ -37,6 +39,7 @@ impl Family {
             Family::Mysql => "mysql-wire",
             Family::Sqlite => "sqlite-file",
             Family::ObjectStore => "object-store-files",
+            Family::SearchEngine => "elasticsearch-api",
         }
     }
 
@@ -45,6 +48,7 @@ impl Family {
             Family::Postgres | Family::Mysql | Family::Sqlite | Family::ObjectStore => {
                 &[Capability::Sql, Capability::Dsl]
             }
+            Family::SearchEngine => &[Capability::Dsl],
         }
     }
 }
@@ -63,6 +67,8 @@ pub struct Connector {
     pub schemes: &'static [&'static str],
     /// Whether its config must give `endpoint` (S3-compatible services other than AWS).
     pub needs_endpoint: bool,
+    /// The service name its SigV4-signed requests use by default (search engines).
+    pub service: &'static str,
 }
 
 const fn wire(
@@ -82,6 +88,7 @@ const fn wire(
         default_port,
         schemes: &[],
         needs_endpoint: false,
+        service: "",
     }
 }
 
@@ -101,6 +108,26 @@ const fn files(
         default_port: 0,
         schemes,
         needs_endpoint,
+        service: "",
+    }
+}
+
+const fn search(
+    id: &'static str,
+    name: &'static str,
+    description: &'static str,
+    service: &'static str,
+) -> Connector {
+    Connector {
+        id,
+        name,
+        category: "search",
+        description,
+        family: Family::SearchEngine,
+        default_port: 0,
+        schemes: &["http", "https"],
+        needs_endpoint: false,
+        service,
     }
 }
 
@@ -166,6 +193,12 @@ pub const CONNECTORS: &[Connector] = &[
     files("linode_object_storage", "Akamai (Linode) Object Storage", "Files in a Linode bucket (S3 API)", &["s3"], true),
     files("scaleway_object_storage", "Scaleway Object Storage", "Files in a Scaleway bucket (S3 API)", &["s3"], true),
     files("local_files", "Local files", "Parquet, CSV, JSON and NDJSON files in a directory of this node", &["file"], false),
+    // The Elasticsearch API.
+    search("elasticsearch", "Elasticsearch", "Indices of an Elasticsearch cluster", "es"),
+    search("opensearch", "OpenSearch", "Indices of an OpenSearch cluster", "es"),
+    search("amazon_opensearch", "Amazon OpenSearch Service", "Indices of an Amazon OpenSearch Service domain (SigV4-signed requests)", "es"),
+    search("elastic_cloud", "Elastic Cloud", "Indices of an Elasticsearch deployment on Elastic Cloud", "es"),
+    search("strata", "strata", "Datasets of another strata, through its Elasticsearch-compatible API (SigV4-signed requests)", "strata"),
 ];
 
 /// The source type `id`.
@@ -198,7 +231,9 @@ mod tests {
         for c in CONNECTORS {
             match c.family {
                 Family::Postgres | Family::Mysql => assert!(c.default_port > 0, "{}", c.id),
-                Family::ObjectStore => assert!(!c.schemes.is_empty(), "{}", c.id),
+                Family::ObjectStore | Family::SearchEngine => {
+                    assert!(!c.schemes.is_empty(), "{}", c.id)
+                }
                 Family::Sqlite => {}
             }
         }

@@ -56,6 +56,18 @@ const FILES: &[Key] = &[
     key("format", Kind::Text, false, false),
 ];
 
+const SEARCH: &[Key] = &[
+    key("url", Kind::Text, true, false),
+    key("username", Kind::Text, false, false),
+    key("password", Kind::Text, false, true),
+    key("api_key", Kind::Text, false, true),
+    key("access_key_id", Kind::Text, false, false),
+    key("secret_access_key", Kind::Text, false, true),
+    key("region", Kind::Text, false, false),
+    key("service", Kind::Text, false, false),
+    key("ssl_verify", Kind::Bool, false, false),
+];
+
 /// The keys `family` takes.
 fn keys(family: Family) -> Vec<Key> {
     match family {
@@ -63,6 +75,7 @@ fn keys(family: Family) -> Vec<Key> {
         Family::Mysql => WIRE.to_vec(),
         Family::Sqlite => SQLITE.to_vec(),
         Family::ObjectStore => FILES.to_vec(),
+        Family::SearchEngine => SEARCH.to_vec(),
     }
 }
 
@@ -169,6 +182,13 @@ fn check_family(connector: &Connector, checked: &Checked) -> Result<()> {
     let text = |name: &str| checked.shown.get(name).and_then(Value::as_str);
     match connector.family {
         Family::Postgres | Family::Mysql => Ok(()),
+        Family::SearchEngine => {
+            let url = text("url").unwrap_or_default();
+            match url.starts_with("http://") || url.starts_with("https://") {
+                true => Ok(()),
+                false => Err(invalid("url", "must be an http:// or https:// URL")),
+            }
+        }
         Family::Sqlite => match text("path") {
             Some(path) if path.starts_with('/') => Ok(()),
             _ => Err(invalid(

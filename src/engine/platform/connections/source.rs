@@ -14,9 +14,13 @@ use serde_json::{Map, Value};
 use super::{
     catalogue::{Connector, Family},
     files::Files,
+    search_engine::SearchEngine,
     wire::Wire,
 };
-use crate::error::{Error, Result};
+use crate::{
+    engine::sql_type_name as type_name,
+    error::{Error, Result},
+};
 
 /// How long opening a source (its first connection) may take before it counts as failed.
 pub const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -29,6 +33,23 @@ pub trait Source: Send + Sync {
 
     /// Dataset `name` as a table; `Error::DatasetNotFound` when the source has no such dataset.
     async fn table(&self, state: &SessionState, name: &str) -> Result<Arc<dyn TableProvider>>;
+
+    /// The fields of dataset `name` and their types (as SQL answers name types, or as the
+    /// source's mapping does).
+    async fn describe(&self, state: &SessionState, name: &str) -> Result<Vec<(String, String)>> {
+        let table = self.table(state, name).await?;
+        Ok(table
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| (f.name().clone(), type_name(f.data_type()).to_owned()))
+            .collect())
+    }
+
+    /// The source as a search engine, when it is one (searches are forwarded to it).
+    fn search_engine(&self) -> Option<&SearchEngine> {
+        None
+    }
 }
 
 /// Opens the source of a connection of type `connector` with its whole `config` (secrets
@@ -45,6 +66,7 @@ pub async fn open(
                 Arc::new(Wire::open(connector, config).await?)
             }
             Family::ObjectStore => Arc::new(Files::open(config, key, runtime).await?),
+            Family::SearchEngine => Arc::new(SearchEngine::open(config, connector.service).await?),
         })
     };
     match tokio::time::timeout(OPEN_TIMEOUT, opening).await {

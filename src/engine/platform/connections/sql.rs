@@ -179,26 +179,43 @@ impl Engine {
         dataset: &str,
     ) -> Result<serde_json::Value> {
         let connection = self.connection(principal, id).await?;
+        // The right first: a user who may not read it learns nothing of the source.
+        self.read_source(
+            principal,
+            Action::MetadataRead,
+            &connection.name,
+            dataset,
+            &[],
+        )?;
         let ctx = query::session(&self.queries);
-        let answer = async {
+        let described = async {
             let source = self.source_of(&connection).await?;
-            self.source_table(
-                &ctx,
-                principal,
-                &connection,
-                source.as_ref(),
-                dataset,
-                Action::MetadataRead,
-            )
-            .await
+            source
+                .describe(&ctx.state(), dataset)
+                .await
+                .map_err(|error| match error {
+                    Error::DatasetNotFound(name) => Error::NotFound(format!(
+                        "connection {:?} has no dataset [{name}]",
+                        connection.name
+                    )),
+                    other => other,
+                })
         }
         .await;
-        self.record_use(&connection, answer.as_ref().err()).await;
-        let schema = answer?.schema();
-        let fields: Vec<serde_json::Value> = schema
-            .fields()
+        self.record_use(&connection, described.as_ref().err()).await;
+        let described = described?;
+        let columns: Vec<String> = described.iter().map(|(name, _)| name.clone()).collect();
+        let view = self.read_source(
+            principal,
+            Action::MetadataRead,
+            &connection.name,
+            dataset,
+            &columns,
+        )?;
+        let fields: Vec<serde_json::Value> = described
             .iter()
-            .map(|f| serde_json::json!({"name": f.name(), "type": sql_type_name(f.data_type())}))
+            .filter(|(name, _)| view.fields.shows(name).is_some())
+            .map(|(name, kind)| serde_json::json!({"name": name, "type": kind}))
             .collect();
         Ok(serde_json::json!({
             "connection_id": connection.id,

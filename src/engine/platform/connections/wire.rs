@@ -101,7 +101,7 @@ fn params(connector: &Connector, config: &Map<String, Value>) -> HashMap<String,
             };
             put("sslmode", mode);
         }
-        Family::Sqlite | Family::ObjectStore => {}
+        Family::Sqlite | Family::ObjectStore | Family::SearchEngine => {}
     }
     params
 }
@@ -155,9 +155,10 @@ impl Wire {
                     schema: "main".to_owned(),
                 })
             }
-            Family::ObjectStore => Err(Error::Internal(
-                "an object store is not a SQL source".to_owned(),
-            )),
+            Family::ObjectStore | Family::SearchEngine => Err(Error::Internal(format!(
+                "a {} source is not a SQL source",
+                connector.id
+            ))),
         }
     }
 
