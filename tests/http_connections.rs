@@ -504,6 +504,7 @@ async fn postgresql_is_connected_tested_and_queried_in_place() {
         .await;
     assert_eq!(moved.status, 200, "{moved:?}");
     assert!(moved.body["config"].get("password").is_none());
+    assert_eq!(moved.body["status"], "inactive", "a changed config is untested: {moved:?}");
     let refused = root.send("POST", &format!("/source/{id}/test"), None).await;
     assert_eq!(refused.status, 500, "{refused:?}");
     assert!(
@@ -954,4 +955,64 @@ async fn another_strata_is_searched_through_its_elasticsearch_api() {
         )
         .await;
     assert_eq!(script.status, 400, "{script:?}");
+}
+
+#[tokio::test]
+async fn an_http_json_api_is_queried_in_place_with_its_sealed_token() {
+    use axum::{Json, Router, http::HeaderMap, routing::get};
+    async fn items(headers: HeaderMap) -> Result<Json<Value>, axum::http::StatusCode> {
+        match headers.get("authorization").and_then(|v| v.to_str().ok()) {
+            Some("Bearer t0ken-of-the-api") => Ok(Json(json!({"data": {"items": [
+                {"sku": "a", "price": 1.5, "tags": ["x"]},
+                {"sku": "b", "price": 7.0, "tags": []},
+                {"sku": "c", "price": 3.25}
+            ]}}))),
+            _ => Err(axum::http::StatusCode::UNAUTHORIZED),
+        }
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1/items", listener.local_addr().unwrap());
+    let app = Router::new().route("/v1/items", get(items));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let root = Signed::new(&server, &root_user(dir.path(), "acme"));
+    let config = |token: &str| {
+        json!({"url": url, "records_path": "/data/items",
+               "headers": {"Authorization": format!("Bearer {token}")}})
+    };
+    let wrong = connect(&root, "http_json", "api-wrong", config("nope")).await;
+    let refused = root
+        .send("POST", &format!("/source/{wrong}/test"), None)
+        .await;
+    assert_eq!(refused.status, 401, "{refused:?}");
+    let id = connect(&root, "http_json", "api", config("t0ken-of-the-api")).await;
+    let got = root.send("GET", &format!("/source/{id}"), None).await;
+    assert!(got.body["config"].get("headers").is_none(), "{got:?}");
+    let tested = root.send("POST", &format!("/source/{id}/test"), None).await;
+    assert_eq!(tested.body["datasets_available"], 1, "{tested:?}");
+    let answer = sql(
+        &root,
+        &format!("/sql?connection_id={id}"),
+        "SELECT sku FROM records WHERE price > 2 ORDER BY price",
+    )
+    .await;
+    assert_eq!(rows(&answer), vec![json!(["c"]), json!(["b"])]);
+    let searched = root
+        .send(
+            "POST",
+            &format!("/source/{id}/records/dsl"),
+            Some(&json!({"query": {"term": {"sku": "a"}}})),
+        )
+        .await;
+    assert_eq!(searched.body["hits"]["total"]["value"], 1, "{searched:?}");
+    let bad = root
+        .send(
+            "POST",
+            "/source/http_json",
+            Some(&json!({"name": "h", "config": {"url": "x", "headers": {"a": 1}}})),
+        )
+        .await;
+    assert_eq!(bad.status, 400, "{bad:?}");
 }

@@ -586,12 +586,19 @@ impl ControlState {
             Body::AlertingChanged(changed) => self.apply_alerting(changed, at),
             Body::ConnectionSet(set) => {
                 let key = (set.account.clone(), set.connection_id.clone());
+                // A changed config (or secrets) is untested: inactive until used again.
                 let (status, status_message, last_used_micros) = match self.connections.get(&key) {
-                    Some(old) => (
-                        old.status.clone(),
-                        old.status_message.clone(),
-                        old.last_used_micros,
-                    ),
+                    Some(old)
+                        if old.config_json == set.config_json
+                            && old.sealed_secrets == set.sealed_secrets =>
+                    {
+                        (
+                            old.status.clone(),
+                            old.status_message.clone(),
+                            old.last_used_micros,
+                        )
+                    }
+                    Some(old) => ("inactive".to_owned(), String::new(), old.last_used_micros),
                     None => ("inactive".to_owned(), String::new(), None),
                 };
                 self.connections.insert(

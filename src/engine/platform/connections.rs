@@ -13,6 +13,7 @@ pub mod catalogue;
 pub mod config;
 pub mod dsl;
 pub mod files;
+pub mod http_json;
 mod search;
 pub mod search_engine;
 pub mod source;
@@ -205,7 +206,8 @@ impl Engine {
         Ok(Checked { shown, secrets })
     }
 
-    /// The event that sets a connection, its secrets sealed.
+    /// The event that sets a connection, its secrets sealed; `previous`, the connection it
+    /// changes (whose creation time it keeps).
     fn connection_event(
         &self,
         principal: &PlatformPrincipal,
@@ -213,11 +215,21 @@ impl Engine {
         connector: &Connector,
         name: &str,
         checked: &Checked,
-        created_at_micros: i64,
+        previous: Option<&Connection>,
     ) -> Result<ConnectionSet> {
-        let sealed_secrets = match checked.secrets.is_empty() {
-            true => Vec::new(),
-            false => self.seal.seal(
+        let created_at_micros = previous
+            .map(|p| p.created_at_micros)
+            .unwrap_or_else(|| Utc::now().timestamp_micros());
+        // Unchanged secrets keep their sealed bytes, so that a change of name only is seen
+        // as such (the connection keeps its status).
+        let unchanged = previous.filter(|previous| {
+            self.checked_config(previous)
+                .is_ok_and(|old| old.secrets == checked.secrets)
+        });
+        let sealed_secrets = match (checked.secrets.is_empty(), unchanged) {
+            (true, _) => Vec::new(),
+            (false, Some(previous)) => previous.sealed_secrets.clone(),
+            (false, None) => self.seal.seal(
                 serde_json::to_string(&checked.secrets)
                     .map_err(|e| Error::Internal(e.to_string()))?
                     .as_bytes(),
@@ -263,8 +275,7 @@ impl Engine {
         permit_manage(principal, name)?;
         let checked = config::check(connector, fields.get("config").unwrap_or(&json!({})))?;
         let id = uuid::Uuid::new_v4().to_string();
-        let now = Utc::now().timestamp_micros();
-        let event = self.connection_event(principal, &id, connector, name, &checked, now)?;
+        let event = self.connection_event(principal, &id, connector, name, &checked, None)?;
         let mut permit = self.control.permit().await?;
         if permit
             .snapshot()
@@ -333,7 +344,7 @@ impl Engine {
             connector,
             &name,
             &checked,
-            current.created_at_micros,
+            Some(&current),
         )?;
         let mut permit = self.control.permit().await?;
         let snapshot = permit.snapshot();

@@ -19,6 +19,8 @@ pub enum Family {
     ObjectStore,
     /// The Elasticsearch API (searches forwarded as they are).
     SearchEngine,
+    /// An HTTP API answering JSON records.
+    HttpJson,
 }
 
 /// What a connection of a family can do.
@@ -40,6 +42,7 @@ impl Family {
             Family::Sqlite => "sqlite-file",
             Family::ObjectStore => "object-store-files",
             Family::SearchEngine => "elasticsearch-api",
+            Family::HttpJson => "http-json",
         }
     }
 
@@ -49,6 +52,7 @@ impl Family {
                 &[Capability::Sql, Capability::Dsl]
             }
             Family::SearchEngine => &[Capability::Dsl],
+            Family::HttpJson => &[Capability::Sql, Capability::Dsl],
         }
     }
 }
@@ -199,6 +203,18 @@ pub const CONNECTORS: &[Connector] = &[
     search("amazon_opensearch", "Amazon OpenSearch Service", "Indices of an Amazon OpenSearch Service domain (SigV4-signed requests)", "es"),
     search("elastic_cloud", "Elastic Cloud", "Indices of an Elasticsearch deployment on Elastic Cloud", "es"),
     search("strata", "strata", "Datasets of another strata, through its Elasticsearch-compatible API (SigV4-signed requests)", "strata"),
+    // HTTP APIs.
+    Connector {
+        id: "http_json",
+        name: "HTTP JSON API",
+        category: "api",
+        description: "Records of a JSON answer of an HTTP API",
+        family: Family::HttpJson,
+        default_port: 0,
+        schemes: &["http", "https"],
+        needs_endpoint: false,
+        service: "",
+    },
 ];
 
 /// The source type `id`.
@@ -227,11 +243,24 @@ mod tests {
     }
 
     #[test]
+    fn docs_connectors_md_lists_every_type() {
+        let docs = include_str!("../../../../docs/connectors.md");
+        for c in CONNECTORS {
+            assert!(
+                docs.contains(&format!("| `{}` | {} |", c.id, c.name)),
+                "docs/connectors.md does not list {}",
+                c.id
+            );
+        }
+        assert!(docs.contains(&format!("{} types", CONNECTORS.len())));
+    }
+
+    #[test]
     fn every_wire_type_has_a_port_and_every_file_type_a_scheme() {
         for c in CONNECTORS {
             match c.family {
                 Family::Postgres | Family::Mysql => assert!(c.default_port > 0, "{}", c.id),
-                Family::ObjectStore | Family::SearchEngine => {
+                Family::ObjectStore | Family::SearchEngine | Family::HttpJson => {
                     assert!(!c.schemes.is_empty(), "{}", c.id)
                 }
                 Family::Sqlite => {}

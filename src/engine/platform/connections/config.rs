@@ -13,6 +13,8 @@ enum Kind {
     Text,
     Port,
     Bool,
+    /// An object of strings (HTTP headers).
+    Strings,
 }
 
 /// One key a family's config takes.
@@ -68,6 +70,12 @@ const SEARCH: &[Key] = &[
     key("ssl_verify", Kind::Bool, false, false),
 ];
 
+const HTTP: &[Key] = &[
+    key("url", Kind::Text, true, false),
+    key("headers", Kind::Strings, false, true),
+    key("records_path", Kind::Text, false, false),
+];
+
 /// The keys `family` takes.
 fn keys(family: Family) -> Vec<Key> {
     match family {
@@ -76,6 +84,7 @@ fn keys(family: Family) -> Vec<Key> {
         Family::Sqlite => SQLITE.to_vec(),
         Family::ObjectStore => FILES.to_vec(),
         Family::SearchEngine => SEARCH.to_vec(),
+        Family::HttpJson => HTTP.to_vec(),
     }
 }
 
@@ -167,6 +176,10 @@ fn typed(key: &Key, value: &Value) -> Result<Value> {
             _ => Err(invalid(key.name, "must be true or false")),
         },
         (Kind::Bool, _) => Err(invalid(key.name, "must be true or false")),
+        (Kind::Strings, Value::Object(entries)) if entries.values().all(Value::is_string) => {
+            Ok(value.clone())
+        }
+        (Kind::Strings, _) => Err(invalid(key.name, "must be an object of strings")),
     }
 }
 
@@ -182,7 +195,7 @@ fn check_family(connector: &Connector, checked: &Checked) -> Result<()> {
     let text = |name: &str| checked.shown.get(name).and_then(Value::as_str);
     match connector.family {
         Family::Postgres | Family::Mysql => Ok(()),
-        Family::SearchEngine => {
+        Family::SearchEngine | Family::HttpJson => {
             let url = text("url").unwrap_or_default();
             match url.starts_with("http://") || url.starts_with("https://") {
                 true => Ok(()),

@@ -33,6 +33,15 @@ const FIELD_VALUES: &[&str] = &[
 /// Keys that run code over the records, refused while a field policy applies.
 const SCRIPTS: &[&str] = &["script", "script_fields", "runtime_mappings", "highlight"];
 
+/// Clauses that search every field unless told which: under a field policy they must name
+/// their fields (`fields` or `default_field`), none with a wildcard.
+const ANY_FIELD: &[&str] = &[
+    "query_string",
+    "simple_query_string",
+    "multi_match",
+    "combined_fields",
+];
+
 impl Engine {
     /// Runs the search `body` over dataset `dataset` of connection `id`; the search engine's
     /// answer.
@@ -139,13 +148,40 @@ fn guarded(body: &Value, view: &SourceView, name: &str) -> Result<Value> {
     Ok(Value::Object(body))
 }
 
+/// Refuses, under a field policy, what could read fields the reader may not see: scripts,
+/// clauses that search every field, and field names with a wildcard.
 fn refuse_scripts(value: &Value, name: &str) -> Result<()> {
+    let refused = |what: &str| {
+        Err(Error::BadRequest(format!(
+            "{what} is not allowed on {name}: field-level security applies to it"
+        )))
+    };
     match value {
         Value::Object(object) => {
             if let Some(key) = object.keys().find(|k| SCRIPTS.contains(&k.as_str())) {
-                return Err(Error::BadRequest(format!(
-                    "[{key}] is not allowed on {name}: field-level security applies to it"
-                )));
+                return refused(&format!("[{key}]"));
+            }
+            for (key, inner) in object {
+                if key.contains('*') {
+                    return refused(&format!("the field pattern [{key}]"));
+                }
+                if FIELD_VALUES.contains(&key.as_str()) {
+                    let names: Vec<&str> = match inner {
+                        Value::String(field) => vec![field.as_str()],
+                        Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
+                        _ => Vec::new(),
+                    };
+                    if let Some(pattern) = names.iter().find(|n| n.contains('*')) {
+                        return refused(&format!("the field pattern [{pattern}]"));
+                    }
+                }
+                if ANY_FIELD.contains(&key.as_str())
+                    && !inner.as_object().is_some_and(|c| {
+                        c.contains_key("fields") || c.contains_key("default_field")
+                    })
+                {
+                    return refused(&format!("[{key}] without fields"));
+                }
             }
             object.values().try_for_each(|v| refuse_scripts(v, name))
         }
@@ -260,6 +296,15 @@ mod tests {
     fn scripts_are_refused_under_a_field_policy() {
         let body = json!({"query": {"script": {"script": "doc['secret'].value == 'x'"}}});
         assert!(guarded(&body, &view(), "c/d").is_err());
+        for unnamed in [
+            json!({"query": {"query_string": {"query": "s1"}}}),
+            json!({"query": {"multi_match": {"query": "s1", "fields": ["se*"]}}}),
+            json!({"query": {"term": {"sec*": "s1"}}}),
+        ] {
+            assert!(guarded(&unnamed, &view(), "c/d").is_err(), "{unnamed}");
+        }
+        let named = json!({"query": {"query_string": {"query": "s1", "default_field": "msg"}}});
+        assert!(guarded(&named, &view(), "c/d").is_ok());
         let open = SourceView::default();
         assert!(guarded(&body, &open, "c/d").is_ok());
     }

@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 use super::{
     catalogue::{Connector, Family},
     files::Files,
+    http_json::HttpJson,
     search_engine::SearchEngine,
     wire::Wire,
 };
@@ -67,6 +68,7 @@ pub async fn open(
             }
             Family::ObjectStore => Arc::new(Files::open(config, key, runtime).await?),
             Family::SearchEngine => Arc::new(SearchEngine::open(config, connector.service).await?),
+            Family::HttpJson => Arc::new(HttpJson::open(config)?),
         })
     };
     match tokio::time::timeout(OPEN_TIMEOUT, opening).await {

@@ -64,6 +64,17 @@ fn dataset_name(reference: &TableReference) -> String {
     }
 }
 
+/// A dataset the source does not have, as a 404 naming the connection.
+fn no_dataset(connection: &Connection, error: Error) -> Error {
+    match error {
+        Error::DatasetNotFound(name) => Error::NotFound(format!(
+            "connection {:?} has no dataset [{name}]",
+            connection.name
+        )),
+        other => other,
+    }
+}
+
 impl Engine {
     /// Dataset `dataset` of `connection` as `principal` sees it (for record read): the source's
     /// table without the fields denied to it. A 403 when no role grants the read.
@@ -91,13 +102,7 @@ impl Engine {
         let table = source
             .table(&ctx.state(), dataset)
             .await
-            .map_err(|error| match error {
-                Error::DatasetNotFound(name) => Error::NotFound(format!(
-                    "connection {:?} has no dataset [{name}]",
-                    connection.name
-                )),
-                other => other,
-            })?;
+            .map_err(|error| no_dataset(connection, error))?;
         let columns: Vec<String> = table
             .schema()
             .fields()
@@ -193,13 +198,7 @@ impl Engine {
             source
                 .describe(&ctx.state(), dataset)
                 .await
-                .map_err(|error| match error {
-                    Error::DatasetNotFound(name) => Error::NotFound(format!(
-                        "connection {:?} has no dataset [{name}]",
-                        connection.name
-                    )),
-                    other => other,
-                })
+                .map_err(|error| no_dataset(&connection, error))
         }
         .await;
         self.record_use(&connection, described.as_ref().err()).await;

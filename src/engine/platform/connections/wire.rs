@@ -101,7 +101,7 @@ fn params(connector: &Connector, config: &Map<String, Value>) -> HashMap<String,
             };
             put("sslmode", mode);
         }
-        Family::Sqlite | Family::ObjectStore | Family::SearchEngine => {}
+        Family::Sqlite | Family::ObjectStore | Family::SearchEngine | Family::HttpJson => {}
     }
     params
 }
@@ -155,10 +155,9 @@ impl Wire {
                     schema: "main".to_owned(),
                 })
             }
-            Family::ObjectStore | Family::SearchEngine => Err(Error::Internal(format!(
-                "a {} source is not a SQL source",
-                connector.id
-            ))),
+            Family::ObjectStore | Family::SearchEngine | Family::HttpJson => Err(Error::Internal(
+                format!("a {} source is not a SQL source", connector.id),
+            )),
         }
     }
 
