@@ -504,7 +504,10 @@ async fn postgresql_is_connected_tested_and_queried_in_place() {
         .await;
     assert_eq!(moved.status, 200, "{moved:?}");
     assert!(moved.body["config"].get("password").is_none());
-    assert_eq!(moved.body["status"], "inactive", "a changed config is untested: {moved:?}");
+    assert_eq!(
+        moved.body["status"], "inactive",
+        "a changed config is untested: {moved:?}"
+    );
     let refused = root.send("POST", &format!("/source/{id}/test"), None).await;
     assert_eq!(refused.status, 500, "{refused:?}");
     assert!(
@@ -1015,4 +1018,75 @@ async fn an_http_json_api_is_queried_in_place_with_its_sealed_token() {
         )
         .await;
     assert_eq!(bad.status, 400, "{bad:?}");
+}
+
+#[tokio::test]
+async fn a_kafka_topic_is_read_in_place() {
+    use rdkafka::{
+        ClientConfig,
+        admin::{AdminClient, AdminOptions, NewTopic, TopicReplication},
+        client::DefaultClientContext,
+        producer::{BaseProducer, BaseRecord, Producer},
+    };
+    let brokers = std::env::var("STRATA_TEST_KAFKA").expect(
+        "STRATA_TEST_KAFKA is not set: run the tests with scripts/test, which starts a broker",
+    );
+    let topic = unique("orders").replace('_', "-");
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &brokers)
+        .create()
+        .unwrap();
+    let made = admin
+        .create_topics(
+            &[NewTopic::new(&topic, 2, TopicReplication::Fixed(1))],
+            &AdminOptions::new(),
+        )
+        .await
+        .unwrap();
+    assert!(made.iter().all(Result::is_ok), "{made:?}");
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &brokers)
+        .create()
+        .unwrap();
+    for n in 1..=4 {
+        let value = json!({"n": n, "customer": if n % 2 == 0 { "ann" } else { "bob" }}).to_string();
+        let key = format!("k{n}");
+        producer
+            .send(
+                BaseRecord::to(&topic)
+                    .key(&key)
+                    .payload(&value)
+                    .partition(n % 2),
+            )
+            .unwrap();
+    }
+    producer.flush(Duration::from_secs(10)).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let root = Signed::new(&server, &root_user(dir.path(), "acme"));
+    let id = connect(&root, "kafka", "events", json!({"url": brokers})).await;
+    let tested = root.send("POST", &format!("/source/{id}/test"), None).await;
+    assert_eq!(tested.status, 200, "{tested:?}");
+    let tables = sql(&root, &format!("/sql?connection_id={id}"), "SHOW TABLES").await;
+    assert!(rows(&tables).contains(&json!([topic])), "{tables:?}");
+    let answer = sql(
+        &root,
+        &format!("/sql?connection_id={id}"),
+        &format!("SELECT _key, n FROM \"{topic}\" WHERE customer = 'ann' ORDER BY n"),
+    )
+    .await;
+    assert_eq!(rows(&answer), vec![json!(["k2", 2]), json!(["k4", 4])]);
+    let counted = sql(
+        &root,
+        &format!("/sql?connection_id={id}"),
+        &format!("SELECT count(*) AS n, count(DISTINCT _partition) AS p FROM \"{topic}\""),
+    )
+    .await;
+    assert_eq!(rows(&counted), vec![json!([4, 2])]);
+    let nowhere = connect(&root, "kafka", "nowhere", json!({"url": "127.0.0.1:1"})).await;
+    let failed = root
+        .send("POST", &format!("/source/{nowhere}/test"), None)
+        .await;
+    assert_eq!(failed.status, 500, "{failed:?}");
 }

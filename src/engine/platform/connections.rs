@@ -14,6 +14,7 @@ pub mod config;
 pub mod dsl;
 pub mod files;
 pub mod http_json;
+pub mod kafka;
 mod search;
 pub mod search_engine;
 pub mod source;

@@ -21,6 +21,8 @@ pub enum Family {
     SearchEngine,
     /// An HTTP API answering JSON records.
     HttpJson,
+    /// The Kafka protocol (rdkafka): topics read in place.
+    Kafka,
 }
 
 /// What a connection of a family can do.
@@ -43,6 +45,7 @@ impl Family {
             Family::ObjectStore => "object-store-files",
             Family::SearchEngine => "elasticsearch-api",
             Family::HttpJson => "http-json",
+            Family::Kafka => "kafka-protocol",
         }
     }
 
@@ -52,7 +55,7 @@ impl Family {
                 &[Capability::Sql, Capability::Dsl]
             }
             Family::SearchEngine => &[Capability::Dsl],
-            Family::HttpJson => &[Capability::Sql, Capability::Dsl],
+            Family::HttpJson | Family::Kafka => &[Capability::Sql, Capability::Dsl],
         }
     }
 }
@@ -141,6 +144,7 @@ const DB: &str = "database";
 const WAREHOUSE: &str = "data warehouse";
 const TIME_SERIES: &str = "time series";
 const STREAMING: &str = "streaming database";
+const STREAMING_PLATFORM: &str = "streaming";
 
 /// Every source type, in the order the catalogue lists them.
 #[rustfmt::skip]
@@ -203,6 +207,13 @@ pub const CONNECTORS: &[Connector] = &[
     search("amazon_opensearch", "Amazon OpenSearch Service", "Indices of an Amazon OpenSearch Service domain (SigV4-signed requests)", "es"),
     search("elastic_cloud", "Elastic Cloud", "Indices of an Elasticsearch deployment on Elastic Cloud", "es"),
     search("strata", "strata", "Datasets of another strata, through its Elasticsearch-compatible API (SigV4-signed requests)", "strata"),
+    // The Kafka protocol.
+    wire("kafka", "Apache Kafka", STREAMING_PLATFORM, "Topics of a Kafka cluster", Family::Kafka, 9092),
+    wire("redpanda", "Redpanda", STREAMING_PLATFORM, "Topics of a Redpanda cluster (Kafka API)", Family::Kafka, 9092),
+    wire("confluent_cloud", "Confluent Cloud", STREAMING_PLATFORM, "Topics of a Confluent Cloud cluster (SASL over TLS)", Family::Kafka, 9092),
+    wire("amazon_msk", "Amazon MSK", STREAMING_PLATFORM, "Topics of an Amazon MSK cluster (SASL/SCRAM)", Family::Kafka, 9096),
+    wire("aiven_kafka", "Aiven for Apache Kafka", STREAMING_PLATFORM, "Topics of an Aiven Kafka service", Family::Kafka, 9092),
+    wire("warpstream", "WarpStream", STREAMING_PLATFORM, "Topics of a WarpStream cluster (Kafka API)", Family::Kafka, 9092),
     // HTTP APIs.
     Connector {
         id: "http_json",
@@ -259,7 +270,9 @@ mod tests {
     fn every_wire_type_has_a_port_and_every_file_type_a_scheme() {
         for c in CONNECTORS {
             match c.family {
-                Family::Postgres | Family::Mysql => assert!(c.default_port > 0, "{}", c.id),
+                Family::Postgres | Family::Mysql | Family::Kafka => {
+                    assert!(c.default_port > 0, "{}", c.id)
+                }
                 Family::ObjectStore | Family::SearchEngine | Family::HttpJson => {
                     assert!(!c.schemes.is_empty(), "{}", c.id)
                 }

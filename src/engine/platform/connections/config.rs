@@ -15,6 +15,8 @@ enum Kind {
     Bool,
     /// An object of strings (HTTP headers).
     Strings,
+    /// A positive whole number.
+    Count,
 }
 
 /// One key a family's config takes.
@@ -76,6 +78,17 @@ const HTTP: &[Key] = &[
     key("records_path", Kind::Text, false, false),
 ];
 
+const KAFKA: &[Key] = &[
+    key("url", Kind::Text, false, false),
+    key("host", Kind::Text, false, false),
+    key("port", Kind::Port, false, false),
+    key("username", Kind::Text, false, false),
+    key("password", Kind::Text, false, true),
+    key("sasl_mechanism", Kind::Text, false, false),
+    key("ssl", Kind::Bool, false, false),
+    key("max_records", Kind::Count, false, false),
+];
+
 /// The keys `family` takes.
 fn keys(family: Family) -> Vec<Key> {
     match family {
@@ -85,6 +98,7 @@ fn keys(family: Family) -> Vec<Key> {
         Family::ObjectStore => FILES.to_vec(),
         Family::SearchEngine => SEARCH.to_vec(),
         Family::HttpJson => HTTP.to_vec(),
+        Family::Kafka => KAFKA.to_vec(),
     }
 }
 
@@ -180,6 +194,8 @@ fn typed(key: &Key, value: &Value) -> Result<Value> {
             Ok(value.clone())
         }
         (Kind::Strings, _) => Err(invalid(key.name, "must be an object of strings")),
+        (Kind::Count, Value::Number(n)) if n.as_u64().is_some_and(|n| n > 0) => Ok(value.clone()),
+        (Kind::Count, _) => Err(invalid(key.name, "must be a whole number above 0")),
     }
 }
 
@@ -195,6 +211,13 @@ fn check_family(connector: &Connector, checked: &Checked) -> Result<()> {
     let text = |name: &str| checked.shown.get(name).and_then(Value::as_str);
     match connector.family {
         Family::Postgres | Family::Mysql => Ok(()),
+        Family::Kafka => match (text("url"), text("host")) {
+            (None, None) => Err(invalid(
+                "url",
+                "is required (host:port,...), or host and port",
+            )),
+            _ => Ok(()),
+        },
         Family::SearchEngine | Family::HttpJson => {
             let url = text("url").unwrap_or_default();
             match url.starts_with("http://") || url.starts_with("https://") {
@@ -240,7 +263,25 @@ fn check_family(connector: &Connector, checked: &Checked) -> Result<()> {
                     &format!("must be one of {}", super::files::FORMATS.join(", ")),
                 ));
             }
-            Ok(())
+            // What the store's client refuses (a bucket missing, one key of two), before any
+            // use; building a client touches nothing.
+            let owned = |name: &str| {
+                text(name)
+                    .or_else(|| checked.secrets.get(name).and_then(Value::as_str))
+                    .map(str::to_owned)
+            };
+            let binding = strata_projections::control::StorageBinding {
+                url: url.to_owned(),
+                region: owned("region"),
+                endpoint: owned("endpoint"),
+                access_key_id: owned("access_key_id"),
+                secret_access_key: owned("secret_access_key"),
+                sealed_secret: None,
+                verified: false,
+            };
+            crate::storage::check(&binding).map_err(|error| {
+                invalid("url", &error.to_string().replacen("storage url", "is", 1))
+            })
         }
     }
 }
@@ -332,6 +373,15 @@ mod tests {
         let error = message(check(of("s3"), &json!({"url": "s3://b", "format": "xls"})));
         assert!(error.starts_with("config.format must be one of"), "{error}");
         assert!(check(of("local_files"), &json!({"url": "file:///tmp/x"})).is_ok());
+        let error = message(check(
+            of("s3"),
+            &json!({"url": "s3://b/p", "access_key_id": "only-one"}),
+        ));
+        assert!(error.starts_with("config.url is"), "{error}");
+        assert!(
+            error.contains("give both access_key_id and secret_access_key"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -157,27 +157,32 @@ impl Source for HttpJson {
     }
 
     async fn table(&self, _state: &SessionState, name: &str) -> Result<Arc<dyn TableProvider>> {
-        let records = self.records(name).await?;
-        let objects: Vec<&Value> = records.iter().filter(|r| r.is_object()).collect();
-        let schema = arrow::json::reader::infer_json_schema_from_iterator(
-            objects.iter().map(|r| Ok((*r).clone())),
-        )
-        .map_err(|e| Error::SourceFailed(format!("read {name}: {e}")))?;
-        let schema = Arc::new(schema);
-        let mut decoder = arrow::json::ReaderBuilder::new(schema.clone())
-            .build_decoder()
-            .map_err(|e| Error::Internal(e.to_string()))?;
-        decoder
-            .serialize(&objects)
-            .map_err(|e| Error::SourceFailed(format!("read {name}: {e}")))?;
-        let batch = decoder
-            .flush()
-            .map_err(|e| Error::SourceFailed(format!("read {name}: {e}")))?;
-        let partitions = vec![batch.into_iter().collect()];
-        let table =
-            MemTable::try_new(schema, partitions).map_err(|e| Error::Internal(e.to_string()))?;
-        Ok(Arc::new(table))
+        table_of(name, &self.records(name).await?)
     }
+}
+
+/// The JSON objects of `records` as a table of dataset `name` (its schema inferred from them;
+/// other values are left out).
+pub fn table_of(name: &str, records: &[Value]) -> Result<Arc<dyn TableProvider>> {
+    let objects: Vec<&Value> = records.iter().filter(|r| r.is_object()).collect();
+    let schema = arrow::json::reader::infer_json_schema_from_iterator(
+        objects.iter().map(|r| Ok((*r).clone())),
+    )
+    .map_err(|e| Error::SourceFailed(format!("read {name}: {e}")))?;
+    let schema = Arc::new(schema);
+    let mut decoder = arrow::json::ReaderBuilder::new(schema.clone())
+        .build_decoder()
+        .map_err(|e| Error::Internal(e.to_string()))?;
+    decoder
+        .serialize(&objects)
+        .map_err(|e| Error::SourceFailed(format!("read {name}: {e}")))?;
+    let batch = decoder
+        .flush()
+        .map_err(|e| Error::SourceFailed(format!("read {name}: {e}")))?;
+    let partitions = vec![batch.into_iter().collect()];
+    let table =
+        MemTable::try_new(schema, partitions).map_err(|e| Error::Internal(e.to_string()))?;
+    Ok(Arc::new(table))
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use super::{
     catalogue::{Connector, Family},
     files::Files,
     http_json::HttpJson,
+    kafka::Kafka,
     search_engine::SearchEngine,
     wire::Wire,
 };
@@ -69,6 +70,7 @@ pub async fn open(
             Family::ObjectStore => Arc::new(Files::open(config, key, runtime).await?),
             Family::SearchEngine => Arc::new(SearchEngine::open(config, connector.service).await?),
             Family::HttpJson => Arc::new(HttpJson::open(config)?),
+            Family::Kafka => Arc::new(Kafka::open(config).await?),
         })
     };
     match tokio::time::timeout(OPEN_TIMEOUT, opening).await {

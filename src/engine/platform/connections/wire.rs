@@ -101,7 +101,11 @@ fn params(connector: &Connector, config: &Map<String, Value>) -> HashMap<String,
             };
             put("sslmode", mode);
         }
-        Family::Sqlite | Family::ObjectStore | Family::SearchEngine | Family::HttpJson => {}
+        Family::Sqlite
+        | Family::ObjectStore
+        | Family::SearchEngine
+        | Family::HttpJson
+        | Family::Kafka => {}
     }
     params
 }
@@ -155,9 +159,9 @@ impl Wire {
                     schema: "main".to_owned(),
                 })
             }
-            Family::ObjectStore | Family::SearchEngine | Family::HttpJson => Err(Error::Internal(
-                format!("a {} source is not a SQL source", connector.id),
-            )),
+            Family::ObjectStore | Family::SearchEngine | Family::HttpJson | Family::Kafka => Err(
+                Error::Internal(format!("a {} source is not a SQL source", connector.id)),
+            ),
         }
     }
 
