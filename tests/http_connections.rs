@@ -1090,3 +1090,127 @@ async fn a_kafka_topic_is_read_in_place() {
         .await;
     assert_eq!(failed.status, 500, "{failed:?}");
 }
+
+/// A free port on loopback.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Debian's Prometheus, scraping itself every second; killed on drop.
+struct Prometheus {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn a_prometheus_metric_is_read_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: self\n    \
+             static_configs:\n      - targets: [\"127.0.0.1:{port}\"]\n"
+        ),
+    )
+    .unwrap();
+    let child = Command::new("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.path().join("tsdb").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("prometheus is not installed: run the tests with scripts/test, which installs it");
+    let prometheus = Prometheus {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    // Until its own `up` has two samples.
+    let http = reqwest::Client::new();
+    let scraped = common::eventually(30, || {
+        let (http, url) = (http.clone(), prometheus.url.clone());
+        async move {
+            let Ok(answer) = http
+                .get(format!("{url}/api/v1/query?query=count_over_time(up[1m])"))
+                .send()
+                .await
+            else {
+                return false;
+            };
+            let answer: Value = answer.json().await.unwrap_or_default();
+            answer["data"]["result"][0]["value"][1]
+                .as_str()
+                .and_then(|n| n.parse::<f64>().ok())
+                .is_some_and(|n| n >= 2.0)
+        }
+    })
+    .await;
+    assert!(scraped, "prometheus did not scrape itself");
+
+    let server = Server::start(dir.path(), &[]);
+    let root = Signed::new(&server, &root_user(dir.path(), "acme"));
+    let bad = root
+        .send(
+            "POST",
+            "/source/prometheus",
+            Some(&json!({"name": "p", "config": {"url": prometheus.url, "lookback": "an hour"}})),
+        )
+        .await;
+    assert_eq!(bad.status, 400, "{bad:?}");
+    assert!(message(&bad).contains("config.lookback"), "{bad:?}");
+    let id = connect(
+        &root,
+        "prometheus",
+        "prom",
+        json!({"url": prometheus.url, "lookback": "5m", "step": "1s"}),
+    )
+    .await;
+    let tested = root.send("POST", &format!("/source/{id}/test"), None).await;
+    assert_eq!(tested.status, 200, "{tested:?}");
+    assert!(
+        tested.body["datasets_available"].as_u64().unwrap() > 10,
+        "{tested:?}"
+    );
+    let answer = sql(
+        &root,
+        &format!("/sql?connection_id={id}"),
+        "SELECT job, max(value) AS up, count(*) >= 2 AS samples FROM up GROUP BY job",
+    )
+    .await;
+    assert_eq!(rows(&answer), vec![json!(["self", 1.0, true])]);
+    let searched = root
+        .send(
+            "POST",
+            &format!("/source/{id}/up/dsl"),
+            Some(&json!({"size": 0, "query": {"term": {"job": "self"}},
+                         "aggs": {"v": {"max": {"field": "value"}}}})),
+        )
+        .await;
+    assert_eq!(
+        searched.body["aggregations"]["v"]["value"], 1.0,
+        "{searched:?}"
+    );
+    let no_metric = sql(
+        &root,
+        &format!("/sql?connection_id={id}"),
+        "SELECT * FROM \"no-such\"",
+    )
+    .await;
+    assert_eq!(no_metric.status, 400, "{no_metric:?}");
+}

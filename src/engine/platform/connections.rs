@@ -15,6 +15,7 @@ pub mod dsl;
 pub mod files;
 pub mod http_json;
 pub mod kafka;
+pub mod prometheus;
 mod search;
 pub mod search_engine;
 pub mod source;

@@ -23,6 +23,8 @@ pub enum Family {
     HttpJson,
     /// The Kafka protocol (rdkafka): topics read in place.
     Kafka,
+    /// The Prometheus query API: metrics read in place.
+    Prometheus,
 }
 
 /// What a connection of a family can do.
@@ -46,6 +48,7 @@ impl Family {
             Family::SearchEngine => "elasticsearch-api",
             Family::HttpJson => "http-json",
             Family::Kafka => "kafka-protocol",
+            Family::Prometheus => "prometheus-api",
         }
     }
 
@@ -55,7 +58,9 @@ impl Family {
                 &[Capability::Sql, Capability::Dsl]
             }
             Family::SearchEngine => &[Capability::Dsl],
-            Family::HttpJson | Family::Kafka => &[Capability::Sql, Capability::Dsl],
+            Family::HttpJson | Family::Kafka | Family::Prometheus => {
+                &[Capability::Sql, Capability::Dsl]
+            }
         }
     }
 }
@@ -146,6 +151,20 @@ const TIME_SERIES: &str = "time series";
 const STREAMING: &str = "streaming database";
 const STREAMING_PLATFORM: &str = "streaming";
 
+const fn metrics(id: &'static str, name: &'static str, description: &'static str) -> Connector {
+    Connector {
+        id,
+        name,
+        category: "metrics",
+        description,
+        family: Family::Prometheus,
+        default_port: 0,
+        schemes: &["http", "https"],
+        needs_endpoint: false,
+        service: "",
+    }
+}
+
 /// Every source type, in the order the catalogue lists them.
 #[rustfmt::skip]
 pub const CONNECTORS: &[Connector] = &[
@@ -214,6 +233,13 @@ pub const CONNECTORS: &[Connector] = &[
     wire("amazon_msk", "Amazon MSK", STREAMING_PLATFORM, "Topics of an Amazon MSK cluster (SASL/SCRAM)", Family::Kafka, 9096),
     wire("aiven_kafka", "Aiven for Apache Kafka", STREAMING_PLATFORM, "Topics of an Aiven Kafka service", Family::Kafka, 9092),
     wire("warpstream", "WarpStream", STREAMING_PLATFORM, "Topics of a WarpStream cluster (Kafka API)", Family::Kafka, 9092),
+    // The Prometheus query API.
+    metrics("prometheus", "Prometheus", "Metrics of a Prometheus server"),
+    metrics("thanos", "Thanos", "Metrics of a Thanos Query (Prometheus API)"),
+    metrics("mimir", "Grafana Mimir", "Metrics of Grafana Mimir (its Prometheus API under /prometheus)"),
+    metrics("cortex", "Cortex", "Metrics of Cortex (Prometheus API)"),
+    metrics("victoriametrics", "VictoriaMetrics", "Metrics of VictoriaMetrics (Prometheus API)"),
+    metrics("grafana_cloud_metrics", "Grafana Cloud Metrics", "Metrics of a Grafana Cloud stack (basic auth)"),
     // HTTP APIs.
     Connector {
         id: "http_json",
@@ -273,7 +299,10 @@ mod tests {
                 Family::Postgres | Family::Mysql | Family::Kafka => {
                     assert!(c.default_port > 0, "{}", c.id)
                 }
-                Family::ObjectStore | Family::SearchEngine | Family::HttpJson => {
+                Family::ObjectStore
+                | Family::SearchEngine
+                | Family::HttpJson
+                | Family::Prometheus => {
                     assert!(!c.schemes.is_empty(), "{}", c.id)
                 }
                 Family::Sqlite => {}

@@ -89,6 +89,15 @@ const KAFKA: &[Key] = &[
     key("max_records", Kind::Count, false, false),
 ];
 
+const PROMETHEUS: &[Key] = &[
+    key("url", Kind::Text, true, false),
+    key("username", Kind::Text, false, false),
+    key("password", Kind::Text, false, true),
+    key("bearer_token", Kind::Text, false, true),
+    key("lookback", Kind::Text, false, false),
+    key("step", Kind::Text, false, false),
+];
+
 /// The keys `family` takes.
 fn keys(family: Family) -> Vec<Key> {
     match family {
@@ -99,6 +108,7 @@ fn keys(family: Family) -> Vec<Key> {
         Family::SearchEngine => SEARCH.to_vec(),
         Family::HttpJson => HTTP.to_vec(),
         Family::Kafka => KAFKA.to_vec(),
+        Family::Prometheus => PROMETHEUS.to_vec(),
     }
 }
 
@@ -218,6 +228,21 @@ fn check_family(connector: &Connector, checked: &Checked) -> Result<()> {
             )),
             _ => Ok(()),
         },
+        Family::Prometheus => {
+            for name in ["lookback", "step"] {
+                if text(name).is_some_and(|t| super::prometheus::duration(t).is_none()) {
+                    return Err(invalid(
+                        name,
+                        "must be a duration such as 90s, 15m, 1h or 7d",
+                    ));
+                }
+            }
+            let url = text("url").unwrap_or_default();
+            match url.starts_with("http://") || url.starts_with("https://") {
+                true => Ok(()),
+                false => Err(invalid("url", "must be an http:// or https:// URL")),
+            }
+        }
         Family::SearchEngine | Family::HttpJson => {
             let url = text("url").unwrap_or_default();
             match url.starts_with("http://") || url.starts_with("https://") {

@@ -16,6 +16,7 @@ use super::{
     files::Files,
     http_json::HttpJson,
     kafka::Kafka,
+    prometheus::PromApi,
     search_engine::SearchEngine,
     wire::Wire,
 };
@@ -71,6 +72,7 @@ pub async fn open(
             Family::SearchEngine => Arc::new(SearchEngine::open(config, connector.service).await?),
             Family::HttpJson => Arc::new(HttpJson::open(config)?),
             Family::Kafka => Arc::new(Kafka::open(config).await?),
+            Family::Prometheus => Arc::new(PromApi::open(config).await?),
         })
     };
     match tokio::time::timeout(OPEN_TIMEOUT, opening).await {

@@ -105,7 +105,8 @@ fn params(connector: &Connector, config: &Map<String, Value>) -> HashMap<String,
         | Family::ObjectStore
         | Family::SearchEngine
         | Family::HttpJson
-        | Family::Kafka => {}
+        | Family::Kafka
+        | Family::Prometheus => {}
     }
     params
 }
@@ -159,9 +160,14 @@ impl Wire {
                     schema: "main".to_owned(),
                 })
             }
-            Family::ObjectStore | Family::SearchEngine | Family::HttpJson | Family::Kafka => Err(
-                Error::Internal(format!("a {} source is not a SQL source", connector.id)),
-            ),
+            Family::ObjectStore
+            | Family::SearchEngine
+            | Family::HttpJson
+            | Family::Kafka
+            | Family::Prometheus => Err(Error::Internal(format!(
+                "a {} source is not a SQL source",
+                connector.id
+            ))),
         }
     }
 
