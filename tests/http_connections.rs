@@ -1091,15 +1091,6 @@ async fn a_kafka_topic_is_read_in_place() {
     assert_eq!(failed.status, 500, "{failed:?}");
 }
 
-/// A free port on loopback.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Debian's Prometheus, scraping itself every second; killed on drop.
 struct Prometheus {
     child: std::process::Child,
@@ -1116,7 +1107,7 @@ impl Drop for Prometheus {
 #[tokio::test]
 async fn a_prometheus_metric_is_read_in_place() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
+    let port = common::free_port();
     let config = dir.path().join("prometheus.yml");
     std::fs::write(
         &config,

@@ -32,14 +32,6 @@ impl Drop for Prometheus {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A SigV4 signing relay on loopback: every POST it receives goes on to strata's remote-write
 /// path, signed as `platform` signs, with the service `aps`; strata's status comes back.
 async fn start_relay(platform: &Signed, path: &str) -> String {
@@ -80,7 +72,7 @@ async fn start_relay(platform: &Signed, path: &str) -> String {
 /// Starts Prometheus in `dir`: it scrapes `target` (host:port) and remote-writes to
 /// `write_url`.
 fn start_prometheus(dir: &std::path::Path, target: &str, write_url: &str) -> Prometheus {
-    let port = free_port();
+    let port = common::free_port();
     let config = dir.join("prometheus.yml");
     // One shard, so that samples reach strata in the order Prometheus scraped them.
     std::fs::write(

@@ -594,6 +594,15 @@ impl Signed {
     }
 }
 
+/// A free port on loopback.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// A signed request with a YAML body, a JSON answer asked for.
 pub async fn yaml(client: &Signed, method: &str, path: &str, body: &str) -> Answer {
     let bytes = body.as_bytes().to_vec();

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use datafusion::{catalog::TableProvider, datasource::MemTable, execution::SessionState};
 use serde_json::{Map, Value};
 
-use super::source::{Source, failure_text};
+use super::source::{Source, failure_text, refused};
 use crate::error::{Error, Result};
 
 /// The largest answer read.
@@ -87,17 +87,10 @@ impl HttpJson {
             .await
             .map_err(|e| failure_text(&stage, &super::source::chain(&e)))?;
         let status = response.status();
+        if let Some(refusal) = refused(&stage, status) {
+            return Err(refusal);
+        }
         match status.as_u16() {
-            401 => {
-                return Err(Error::NotAuthenticated(format!(
-                    "{stage}: the source refused the credentials ({status})"
-                )));
-            }
-            403 => {
-                return Err(Error::Forbidden(format!(
-                    "{stage}: the source refused the right ({status})"
-                )));
-            }
             404 => return Err(Error::DatasetNotFound(name.to_owned())),
             _ if !status.is_success() => {
                 return Err(Error::SourceFailed(format!("{stage}: {status}")));

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use datafusion::{catalog::TableProvider, execution::SessionState};
 use serde_json::{Map, Value, json};
 
-use super::source::{Source, failure_text};
+use super::source::{Source, failure_text, refused};
 use crate::error::{Error, Result};
 
 /// An opened Prometheus query API.
@@ -112,18 +112,8 @@ impl PromApi {
             .await
             .map_err(|e| failure_text(&stage, &super::source::chain(&e)))?;
         let status = response.status();
-        match status.as_u16() {
-            401 => {
-                return Err(Error::NotAuthenticated(format!(
-                    "{stage}: the source refused the credentials ({status})"
-                )));
-            }
-            403 => {
-                return Err(Error::Forbidden(format!(
-                    "{stage}: the source refused the right ({status})"
-                )));
-            }
-            _ => {}
+        if let Some(refusal) = refused(&stage, status) {
+            return Err(refusal);
         }
         let answer: Value = response
             .json()

@@ -103,6 +103,20 @@ pub fn failure(stage: &str, error: &(dyn std::error::Error + 'static)) -> Error 
     failure_text(stage, &chain(error))
 }
 
+/// What an HTTP source's refusal means: 401 the credentials, 403 the right; `None` for any
+/// other status.
+pub fn refused(stage: &str, status: reqwest::StatusCode) -> Option<Error> {
+    match status.as_u16() {
+        401 => Some(Error::NotAuthenticated(format!(
+            "{stage}: the source refused the credentials ({status})"
+        ))),
+        403 => Some(Error::Forbidden(format!(
+            "{stage}: the source refused the right ({status})"
+        ))),
+        _ => None,
+    }
+}
+
 /// [`failure`] of an error already turned to text.
 pub fn failure_text(stage: &str, text: &str) -> Error {
     let lower = text.to_ascii_lowercase();
