@@ -28,6 +28,7 @@ pub struct Config {
     pub logging: LoggingConfig,
     pub debug: DebugConfig,
     pub alerting: AlertingConfig,
+    pub imports: ImportsConfig,
     /// The SMTP accounts email channels send through, `[smtp_accounts.<id>]` (file only).
     pub smtp_accounts: BTreeMap<String, crate::alerting::delivery::SmtpAccount>,
 }
@@ -78,6 +79,31 @@ impl Default for AlertingConfig {
             max_concurrent_runs: 16,
             attempts: 4,
             first_retry_ms: 500,
+        }
+    }
+}
+
+/// Import jobs (PUT /import/{source_type}).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ImportsConfig {
+    /// Whether this node runs the import jobs of the accounts it serves.
+    pub runner: bool,
+    /// How often the runner looks for new and cancelled jobs, in milliseconds.
+    pub tick_ms: u64,
+    /// Records per batch written to the log (and per progress record), at most.
+    pub batch_rows: usize,
+    /// Import jobs running at once, on this node.
+    pub max_concurrent_jobs: usize,
+}
+
+impl Default for ImportsConfig {
+    fn default() -> Self {
+        ImportsConfig {
+            runner: true,
+            tick_ms: 200,
+            batch_rows: 8192,
+            max_concurrent_jobs: 4,
         }
     }
 }
@@ -270,6 +296,7 @@ impl Default for Config {
             logging: LoggingConfig::default(),
             debug: DebugConfig::default(),
             alerting: AlertingConfig::default(),
+            imports: ImportsConfig::default(),
             smtp_accounts: BTreeMap::new(),
         }
     }

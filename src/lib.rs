@@ -15,6 +15,7 @@ pub mod engine;
 pub mod error;
 pub mod exposition;
 pub mod http;
+pub mod import_cli;
 pub mod keys;
 pub use strata_limits as limits;
 pub mod metrics;

@@ -1,6 +1,7 @@
 //! The `strata` command: `serve`, and the admin commands of docs/api.md.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
@@ -8,6 +9,7 @@ use serde_json::Value;
 use strata::{
     admin::{self, AdminRequest},
     config::{Config, ConfigLoader},
+    import_cli::{self, ImportOptions},
 };
 
 /// jemalloc returns what a load freed, where glibc's malloc kept most of it (docs/benchmarks.md,
@@ -65,6 +67,9 @@ enum Command {
     /// Manage platform users
     #[command(subcommand)]
     Users(UsersCommand),
+    /// Import from a connection into a dataset through the platform API (a client: it reads no
+    /// configuration); follows the job to its end unless --detach
+    Import(Box<ImportOptions>),
 }
 
 #[derive(Subcommand)]
@@ -159,7 +164,7 @@ fn init_tracing(config: &Config, default_level: &str) {
     };
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         // Queries run on these threads; strata::limits says what this stack is known to hold.
@@ -167,6 +172,9 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     match cli.command {
+        // The one command with an exit status of its own: a failed import job is not an error
+        // of the command, but the caller's script must still see it.
+        Command::Import(options) => return runtime.block_on(import_cli::run(*options)),
         Command::Serve {
             data_addr,
             platform_addr,
@@ -237,7 +245,8 @@ fn main() -> anyhow::Result<()> {
                 )
             },
         ),
-    }
+    }?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn text(value: &Value, field: &str) -> String {

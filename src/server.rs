@@ -68,6 +68,10 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         .alerting
         .scheduler
         .then(|| crate::alerting::scheduler::spawn(state.alerting.clone()));
+    let importer = config
+        .imports
+        .runner
+        .then(|| crate::engine::imports::run::spawn(engine.clone()));
     let (stop, _) = tokio::sync::watch::channel(false);
     let stopped = |stop: &tokio::sync::watch::Sender<bool>| {
         let mut receiver = stop.subscribe();
@@ -110,6 +114,9 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     admin.abort();
     if let Some(scheduler) = scheduler {
         scheduler.abort();
+    }
+    if let Some(importer) = importer {
+        importer.abort();
     }
     if let Some(reloading) = reloading {
         reloading.abort();

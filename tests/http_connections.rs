@@ -1020,18 +1020,18 @@ async fn an_http_json_api_is_queried_in_place_with_its_sealed_token() {
     assert_eq!(bad.status, 400, "{bad:?}");
 }
 
-#[tokio::test]
-async fn a_kafka_topic_is_read_in_place() {
+/// The test broker (STRATA_TEST_KAFKA), a new topic of two partitions named after `prefix`
+/// on it, and a producer.
+async fn kafka_topic(prefix: &str) -> (String, String, rdkafka::producer::BaseProducer) {
     use rdkafka::{
         ClientConfig,
         admin::{AdminClient, AdminOptions, NewTopic, TopicReplication},
         client::DefaultClientContext,
-        producer::{BaseProducer, BaseRecord, Producer},
     };
     let brokers = std::env::var("STRATA_TEST_KAFKA").expect(
         "STRATA_TEST_KAFKA is not set: run the tests with scripts/test, which starts a broker",
     );
-    let topic = unique("orders").replace('_', "-");
+    let topic = unique(prefix).replace('_', "-");
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", &brokers)
         .create()
@@ -1044,10 +1044,17 @@ async fn a_kafka_topic_is_read_in_place() {
         .await
         .unwrap();
     assert!(made.iter().all(Result::is_ok), "{made:?}");
-    let producer: BaseProducer = ClientConfig::new()
+    let producer = ClientConfig::new()
         .set("bootstrap.servers", &brokers)
         .create()
         .unwrap();
+    (brokers, topic, producer)
+}
+
+#[tokio::test]
+async fn a_kafka_topic_is_read_in_place() {
+    use rdkafka::producer::{BaseRecord, Producer};
+    let (brokers, topic, producer) = kafka_topic("orders").await;
     for n in 1..=4 {
         let value = json!({"n": n, "customer": if n % 2 == 0 { "ann" } else { "bob" }}).to_string();
         let key = format!("k{n}");
@@ -1204,4 +1211,390 @@ async fn a_prometheus_metric_is_read_in_place() {
     )
     .await;
     assert_eq!(no_metric.status, 400, "{no_metric:?}");
+}
+
+/// The import job `id` once `done` says so of it (polled for up to a minute).
+async fn job_when(root: &Signed, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let listed = root.send("GET", "/import/jobs", None).await;
+        assert_eq!(listed.status, 200, "{listed:?}");
+        let job = listed.body["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|job| job["job_id"] == id)
+            .cloned()
+            .unwrap_or(Value::Null);
+        if done(&job) {
+            return job;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "import {id} is still {job}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Starts an import job; its id.
+async fn import(root: &Signed, source_type: &str, doc: Value) -> String {
+    let started = root
+        .send("PUT", &format!("/import/{source_type}"), Some(&doc))
+        .await;
+    assert_eq!(started.status, 201, "{started:?}");
+    assert_eq!(started.body["state"], "queued", "{started:?}");
+    started.body["job_id"].as_str().unwrap().to_owned()
+}
+
+fn finished(job: &Value) -> bool {
+    matches!(
+        job["state"].as_str(),
+        Some("succeeded" | "failed" | "cancelled")
+    )
+}
+
+/// Connection `pg` to the database of `pg`; its id.
+async fn connect_readings(root: &Signed, pg: &Postgres) -> String {
+    connect(
+        root,
+        "postgresql",
+        "pg",
+        json!({"host": "127.0.0.1", "port": 5432, "username": "postgres",
+               "database": pg.database}),
+    )
+    .await
+}
+
+/// An import of table `readings` of connection `id` into the dataset `readings`; its id.
+async fn import_readings(root: &Signed, id: &str) -> String {
+    import(
+        root,
+        "postgresql",
+        json!({"connection_id": id, "source": {"table": "readings"}, "dataset": "readings"}),
+    )
+    .await
+}
+
+/// A PostgreSQL database of its own with table `readings` of `rows` rows of several types.
+fn readings(rows: u64) -> Postgres {
+    let pg = Postgres::new();
+    psql(
+        &pg.database,
+        &format!(
+            "CREATE TABLE readings (id bigint PRIMARY KEY, host text, value double precision, \
+             ok boolean, price numeric(10,2), taken timestamptz);
+             INSERT INTO readings SELECT n, 'host-' || (n % 7), n * 0.5, n % 2 = 0, n % 1000, \
+             '2026-11-01T00:00:00Z'::timestamptz + n * interval '1 second' \
+             FROM generate_series(1, {rows}) AS n;"
+        ),
+    );
+    pg
+}
+
+#[tokio::test]
+async fn a_postgresql_table_and_a_query_are_imported_with_their_types() {
+    let pg = readings(2500);
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--set", "imports.batch_rows=500"]);
+    let credentials = root_user(dir.path(), "acme");
+    let root = Signed::new(&server, &credentials);
+    let id = connect_readings(&root, &pg).await;
+
+    let job = import_readings(&root, &id).await;
+    let done = job_when(&root, &job, finished).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(done["records_read"], 2500, "{done}");
+    assert_eq!(done["records_written"], 2500, "{done}");
+    assert!(done["bytes_read"].as_u64().unwrap() > 0, "{done}");
+    assert!(done["rate"].as_f64().unwrap() > 0.0, "{done}");
+    assert!(done["started_at"].is_string() && done["finished_at"].is_string());
+    assert_eq!(done["error"], Value::Null);
+    let counted = sql(
+        &root,
+        "/sql",
+        "SELECT count(*), count(DISTINCT id), sum(value), min(taken) FROM readings",
+    )
+    .await;
+    assert_eq!(
+        rows(&counted),
+        vec![json!([2500, 2500, 1_563_125.0, "2026-11-01T00:00:01.000Z"])]
+    );
+    // The columns keep their types: numbers, booleans, decimals and times, not text.
+    let mapping = root.send("GET", "/readings/_mapping", None).await;
+    let properties = &mapping.body["readings"]["mappings"]["properties"];
+    assert_eq!(properties["id"]["type"], "long", "{mapping:?}");
+    assert_eq!(properties["value"]["type"], "double", "{mapping:?}");
+    assert_eq!(properties["ok"]["type"], "boolean", "{mapping:?}");
+    assert_eq!(properties["taken"]["type"], "date", "{mapping:?}");
+
+    // A query's result, replacing what the dataset held: twice gives the same records.
+    for _ in 0..2 {
+        let job = import(
+            &root,
+            "postgresql",
+            json!({"connection_id": "pg", "dataset": "per_host", "mode": "replace",
+                   "source": {"query": "SELECT host, count(*) AS n FROM readings GROUP BY host"}}),
+        )
+        .await;
+        let done = job_when(&root, &job, finished).await;
+        assert_eq!(done["state"], "succeeded", "{done}");
+        assert_eq!(done["records_written"], 7, "{done}");
+    }
+    let hosts = sql(&root, "/sql", "SELECT count(*), sum(n) FROM per_host").await;
+    assert_eq!(rows(&hosts), vec![json!([7, 2500])]);
+
+    // `strata import` starts one and waits for it, its progress on stderr.
+    let cli = Command::new(common::bin())
+        .args(["import", "postgresql", "--url", &server.platform_url])
+        .args(["--connection", "pg", "--dataset", "by_cli", "--query"])
+        .arg("SELECT id, host FROM readings WHERE id <= 1200")
+        .env("STRATA_ACCESS_KEY", &credentials.access_key)
+        .env("STRATA_SECRET_KEY", &credentials.secret_key)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&cli.stdout);
+    assert!(
+        cli.status.success(),
+        "{said} {}",
+        String::from_utf8_lossy(&cli.stderr)
+    );
+    assert!(
+        said.starts_with("imported 1200 records into by_cli"),
+        "{said}"
+    );
+    let counted = sql(&root, "/sql", "SELECT count(*) FROM by_cli").await;
+    assert_eq!(rows(&counted), vec![json!([1200])]);
+    let refused = Command::new(common::bin())
+        .args(["import", "postgresql", "--url", &server.platform_url])
+        .args(["--connection", "nope", "--dataset", "x", "--table", "t"])
+        .env("STRATA_ACCESS_KEY", &credentials.access_key)
+        .env("STRATA_SECRET_KEY", &credentials.secret_key)
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("connection \"nope\" not found"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+
+    // What an import cannot be is refused before anything runs.
+    for (doc, status, needle) in [
+        (
+            json!({"connection_id": id, "source": {"table": "t"}}),
+            400,
+            "dataset",
+        ),
+        (
+            json!({"connection_id": "nope", "source": {"table": "t"}, "dataset": "d"}),
+            404,
+            "nope",
+        ),
+        (
+            json!({"connection_id": id, "source": {"topic": "t"}, "dataset": "d"}),
+            400,
+            "topic",
+        ),
+        (
+            json!({"connection_id": id, "source": {"table": "t"}, "dataset": "d", "follow": true}),
+            400,
+            "follow",
+        ),
+        (
+            json!({"connection_id": id, "source": {"query": "DROP TABLE readings"}, "dataset": "d"}),
+            400,
+            "query",
+        ),
+        (
+            json!({"connection_id": id, "source": {"table": "t"}, "dataset": "d", "mode": "merge"}),
+            400,
+            "mode",
+        ),
+        (
+            json!({"connection_id": id, "source": {"table": "t"}, "dataset": "d", "rows": 1}),
+            400,
+            "rows",
+        ),
+    ] {
+        let refused = root.send("PUT", "/import/postgresql", Some(&doc)).await;
+        assert_eq!(refused.status, status, "{doc}: {refused:?}");
+        assert!(
+            refused.body.to_string().contains(needle),
+            "{doc}: {refused:?}"
+        );
+    }
+    let wrong_type = root
+        .send(
+            "PUT",
+            "/import/mysql",
+            Some(&json!({"connection_id": id, "source": {"table": "t"}, "dataset": "d"})),
+        )
+        .await;
+    assert_eq!(wrong_type.status, 400, "{wrong_type:?}");
+
+    // A user who may read the table but not manage the connection may not import it.
+    let reader = user_with(
+        &root,
+        &server,
+        "reader",
+        "  - ResourceType: record\n    Actions: [read, write]\n    Resources: [\"pg/*\", mine]\n",
+    )
+    .await;
+    let refused = reader
+        .send(
+            "PUT",
+            "/import/postgresql",
+            Some(&json!({"connection_id": id, "source": {"table": "readings"}, "dataset": "mine"})),
+        )
+        .await;
+    assert_eq!(refused.status, 403, "{refused:?}");
+    let theirs = reader.send("GET", "/import/jobs", None).await;
+    assert_eq!(theirs.body["jobs"], json!([]), "{theirs:?}");
+
+    // A finished job is removed from the list.
+    let removed = root
+        .send("DELETE", &format!("/import/jobs/{job}"), None)
+        .await;
+    assert_eq!(removed.body["result"], "deleted", "{removed:?}");
+    let again = root
+        .send("DELETE", &format!("/import/jobs/{job}"), None)
+        .await;
+    assert_eq!(again.status, 404, "{again:?}");
+}
+
+#[tokio::test]
+async fn an_import_killed_midway_resumes_with_no_record_twice() {
+    const ROWS: u64 = 40_000;
+    let pg = readings(ROWS);
+    let dir = tempfile::tempdir().unwrap();
+    let flags = ["--set", "imports.batch_rows=200"];
+    let mut server = Server::start(dir.path(), &flags);
+    let credentials = root_user(dir.path(), "acme");
+    let root = Signed::new(&server, &credentials);
+    let id = connect_readings(&root, &pg).await;
+    let job = import_readings(&root, &id).await;
+    let midway = job_when(&root, &job, |job| {
+        job["records_written"].as_u64().is_some_and(|n| n > 0) || finished(job)
+    })
+    .await;
+    server.kill9();
+    assert_eq!(midway["state"], "running", "{midway}");
+    let before = midway["records_written"].as_u64().unwrap();
+    assert!(before < ROWS, "{midway}");
+
+    let server = Server::start(dir.path(), &flags);
+    let root = Signed::new(&server, &credentials);
+    let done = job_when(&root, &job, finished).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(done["records_written"], ROWS, "{done}");
+    let counted = sql(
+        &root,
+        "/sql",
+        "SELECT count(*), count(DISTINCT id), sum(id) FROM readings",
+    )
+    .await;
+    assert_eq!(
+        rows(&counted),
+        vec![json!([ROWS, ROWS, ROWS * (ROWS + 1) / 2])]
+    );
+}
+
+#[tokio::test]
+async fn an_import_from_a_source_that_is_gone_fails_and_writes_nothing() {
+    let pg = readings(10);
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let root = Signed::new(&server, &root_user(dir.path(), "acme"));
+    let id = connect_readings(&root, &pg).await;
+    drop(pg);
+    let job = import_readings(&root, &id).await;
+    let done = job_when(&root, &job, finished).await;
+    assert_eq!(done["state"], "failed", "{done}");
+    assert_eq!(done["records_written"], 0, "{done}");
+    assert!(
+        done["error"].as_str().unwrap().contains("does not exist"),
+        "{done}"
+    );
+    let connection = root.send("GET", &format!("/source/{id}"), None).await;
+    assert_eq!(connection.body["status"], "error", "{connection:?}");
+    let counted = sql(&root, "/sql", "SELECT count(*) FROM readings").await;
+    assert_ne!(counted.status, 200, "{counted:?}");
+}
+
+#[tokio::test]
+async fn a_kafka_topic_is_imported_and_followed_until_cancelled() {
+    use rdkafka::producer::{BaseRecord, Producer};
+    let (brokers, topic, producer) = kafka_topic("clicks").await;
+    let produce = |range: std::ops::RangeInclusive<i32>| {
+        for n in range {
+            let value = json!({"n": n, "page": format!("/p{}", n % 3)}).to_string();
+            producer
+                .send(
+                    BaseRecord::to(&topic)
+                        .key(&format!("k{n}"))
+                        .payload(&value)
+                        .partition(n % 2),
+                )
+                .unwrap();
+        }
+        producer.flush(Duration::from_secs(10)).unwrap();
+    };
+    produce(1..=6);
+
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let root = Signed::new(&server, &root_user(dir.path(), "acme"));
+    let id = connect(&root, "kafka", "events", json!({"url": brokers})).await;
+
+    // Once, to the topic's end.
+    let once = import(
+        &root,
+        "kafka",
+        json!({"connection_id": id, "source": {"topic": topic}, "dataset": "clicks"}),
+    )
+    .await;
+    let done = job_when(&root, &once, finished).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(done["records_written"], 6, "{done}");
+    let counted = sql(&root, "/sql", "SELECT count(*), sum(n) FROM clicks").await;
+    assert_eq!(rows(&counted), vec![json!([6, 21])]);
+    // The record's place, key and time, under names a dataset takes.
+    let placed = sql(
+        &root,
+        "/sql",
+        "SELECT \"kafka.partition\", \"kafka.key\", page FROM clicks WHERE n = 4",
+    )
+    .await;
+    assert_eq!(rows(&placed), vec![json!([0, "k4", "/p1"])]);
+    let timed = sql(
+        &root,
+        "/sql",
+        "SELECT count(*) FROM clicks WHERE \"@timestamp\" > '2020-01-01'",
+    )
+    .await;
+    assert_eq!(rows(&timed), vec![json!([6])]);
+
+    // Followed: records produced later arrive, until the job is cancelled.
+    let follow = import(
+        &root,
+        "kafka",
+        json!({"connection_id": id, "source": {"topic": topic}, "dataset": "live",
+               "follow": true}),
+    )
+    .await;
+    job_when(&root, &follow, |job| job["records_written"] == 6).await;
+    produce(7..=9);
+    let caught_up = job_when(&root, &follow, |job| job["records_written"] == 9).await;
+    assert_eq!(caught_up["state"], "running", "{caught_up}");
+    let cancelled = root
+        .send("DELETE", &format!("/import/jobs/{follow}"), None)
+        .await;
+    assert_eq!(cancelled.body["result"], "cancelled", "{cancelled:?}");
+    let stopped = job_when(&root, &follow, finished).await;
+    assert_eq!(stopped["state"], "cancelled", "{stopped}");
+    produce(10..=10);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let live = sql(&root, "/sql", "SELECT count(*), max(n) FROM live").await;
+    assert_eq!(rows(&live), vec![json!([9, 9])]);
 }

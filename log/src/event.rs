@@ -62,6 +62,9 @@ impl Envelope {
             Some(Body::ConnectionSet(_)) => "connection_set",
             Some(Body::ConnectionDeleted(_)) => "connection_deleted",
             Some(Body::ConnectionStatus(_)) => "connection_status",
+            Some(Body::ImportJobSet(_)) => "import_job_set",
+            Some(Body::ImportJobProgress(_)) => "import_job_progress",
+            Some(Body::ImportJobDeleted(_)) => "import_job_deleted",
         }
     }
 }

@@ -274,6 +274,32 @@ pub fn body_json(body: Option<&Body>) -> Result<Value> {
             "status": b.status,
             "message": b.message,
         }),
+        Some(Body::ImportJobSet(b)) => json!({
+            "account": b.account,
+            "job_id": b.job_id,
+            "source_type": b.source_type,
+            "connection_id": b.connection_id,
+            "source": json_text(&b.source_json),
+            "dataset": b.dataset,
+            "mode": b.mode,
+            "follow": b.follow,
+            "author": b.author,
+        }),
+        Some(Body::ImportJobProgress(b)) => json!({
+            "account": b.account,
+            "job_id": b.job_id,
+            "state": b.state,
+            "records_read": b.records_read,
+            "records_written": b.records_written,
+            "bytes_read": b.bytes_read,
+            "bytes_written": b.bytes_written,
+            "cursor": json_text(&b.cursor_json),
+            "error": b.error,
+        }),
+        Some(Body::ImportJobDeleted(b)) => json!({
+            "account": b.account,
+            "job_id": b.job_id,
+        }),
     })
 }
 

@@ -282,6 +282,43 @@ pub struct Connection {
     pub last_used_micros: Option<i64>,
 }
 
+/// An import job (see `ImportJobSet`, `ImportJobProgress`): what it copies and how far it got.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImportJob {
+    pub account: String,
+    pub id: String,
+    pub source_type: String,
+    pub connection_id: String,
+    /// What it copies, as JSON text ({"table": ...}, {"query": ...}, {"topic": ...}, ...).
+    pub source_json: String,
+    pub dataset: String,
+    /// "append" or "replace".
+    pub mode: String,
+    pub follow: bool,
+    pub author: String,
+    pub created_at_micros: i64,
+    /// "queued", "running", "succeeded", "failed" or "cancelled".
+    pub state: String,
+    pub records_read: u64,
+    pub records_written: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// Where its next batch starts, as JSON text; empty before the first.
+    pub cursor_json: String,
+    pub error: String,
+    /// When it first ran; `None` while queued.
+    pub started_at_micros: Option<i64>,
+    /// When it reached a final state.
+    pub finished_at_micros: Option<i64>,
+}
+
+impl ImportJob {
+    /// Whether it is over: succeeded, failed or cancelled.
+    pub fn finished(&self) -> bool {
+        matches!(self.state.as_str(), "succeeded" | "failed" | "cancelled")
+    }
+}
+
 /// Everything the control partition says, as of some offset.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ControlState {
@@ -302,6 +339,8 @@ pub struct ControlState {
     pub monitors: BTreeMap<(String, String), Monitor>,
     /// Connections, by (account, connection id).
     pub connections: BTreeMap<(String, String), Connection>,
+    /// Import jobs, by (account, job id).
+    pub imports: BTreeMap<(String, String), ImportJob>,
 }
 
 /// The entries of one account in a map keyed by (account, id), in id order.
@@ -368,6 +407,14 @@ impl ControlState {
 
     pub fn connection(&self, account: &str, id: &str) -> Option<&Connection> {
         self.connections.get(&(account.to_owned(), id.to_owned()))
+    }
+
+    pub fn imports_of<'a>(&'a self, account: &'a str) -> impl Iterator<Item = &'a ImportJob> {
+        of_account(&self.imports, account)
+    }
+
+    pub fn import(&self, account: &str, id: &str) -> Option<&ImportJob> {
+        self.imports.get(&(account.to_owned(), id.to_owned()))
     }
 
     /// The connection of `account` named `name`.
@@ -639,6 +686,71 @@ impl ControlState {
                     None => Vec::new(),
                 }
             }
+            Body::ImportJobSet(set) => {
+                let key = (set.account.clone(), set.job_id.clone());
+                if self.imports.contains_key(&key) {
+                    return Vec::new();
+                }
+                self.imports.insert(
+                    key.clone(),
+                    ImportJob {
+                        account: set.account.clone(),
+                        id: set.job_id.clone(),
+                        source_type: set.source_type.clone(),
+                        connection_id: set.connection_id.clone(),
+                        source_json: set.source_json.clone(),
+                        dataset: set.dataset.clone(),
+                        mode: set.mode.clone(),
+                        follow: set.follow,
+                        author: set.author.clone(),
+                        created_at_micros: at,
+                        state: "queued".to_owned(),
+                        records_read: 0,
+                        records_written: 0,
+                        bytes_read: 0,
+                        bytes_written: 0,
+                        cursor_json: String::new(),
+                        error: String::new(),
+                        started_at_micros: None,
+                        finished_at_micros: None,
+                    },
+                );
+                vec![RecordKey::Import(key)]
+            }
+            Body::ImportJobProgress(progress) => {
+                let key = (progress.account.clone(), progress.job_id.clone());
+                let Some(job) = self.imports.get_mut(&key) else {
+                    return Vec::new();
+                };
+                let finishing = progress.state != "running";
+                // The first final state stays; a batch acknowledged after it still counts.
+                if job.finished() && finishing {
+                    return Vec::new();
+                }
+                if progress.records_written >= job.records_written {
+                    job.records_read = progress.records_read;
+                    job.records_written = progress.records_written;
+                    job.bytes_read = progress.bytes_read;
+                    job.bytes_written = progress.bytes_written;
+                    job.cursor_json = progress.cursor_json.clone();
+                }
+                job.started_at_micros.get_or_insert(at);
+                if !job.finished() {
+                    job.state = progress.state.clone();
+                    job.error = progress.error.clone();
+                    if finishing {
+                        job.finished_at_micros = Some(at);
+                    }
+                }
+                vec![RecordKey::Import(key)]
+            }
+            Body::ImportJobDeleted(deleted) => {
+                let key = (deleted.account.clone(), deleted.job_id.clone());
+                match self.imports.remove(&key) {
+                    Some(_) => vec![RecordKey::Import(key)],
+                    None => Vec::new(),
+                }
+            }
             // Not control-partition events.
             Body::LeaderEpoch(_)
             | Body::MonitorRan(_)
@@ -728,6 +840,7 @@ enum RecordKey {
     Template((String, String)),
     Monitor((String, String)),
     Connection((String, String)),
+    Import((String, String)),
 }
 
 impl RecordKey {
@@ -742,6 +855,7 @@ impl RecordKey {
             RecordKey::Template((account, id)) => format!("t/{account}/{id}"),
             RecordKey::Monitor((account, id)) => format!("m/{account}/{id}"),
             RecordKey::Connection((account, id)) => format!("c/{account}/{id}"),
+            RecordKey::Import((account, id)) => format!("i/{account}/{id}"),
         }
     }
 }
@@ -798,6 +912,11 @@ impl ControlProjection {
                 (connection.account.clone(), connection.id.clone()),
                 connection,
             );
+        }
+        for job in store::scan::<ImportJob>(&tree, "i/")? {
+            state
+                .imports
+                .insert((job.account.clone(), job.id.clone()), job);
         }
         let checkpoint = store::load_checkpoint(&tree)?;
         Ok(ControlProjection {
@@ -866,6 +985,10 @@ impl Projection for ControlProjection {
                 },
                 RecordKey::Connection(pair) => match next.connections.get(pair) {
                     Some(connection) => writes.put(&text, connection)?,
+                    None => writes.delete(&text),
+                },
+                RecordKey::Import(pair) => match next.imports.get(pair) {
+                    Some(job) => writes.put(&text, job)?,
                     None => writes.delete(&text),
                 },
             }

@@ -328,6 +328,30 @@ fn describe(event: &Envelope) -> Change {
                 false => format!("connection {} {}: {}", b.connection_id, b.status, b.message),
             }
         }
+        Some(Body::ImportJobSet(b)) => {
+            account = Some(b.account.clone());
+            format!(
+                "import {} from connection {} into {} ({}) started by {}",
+                b.job_id, b.connection_id, b.dataset, b.mode, b.author
+            )
+        }
+        Some(Body::ImportJobProgress(b)) => {
+            account = Some(b.account.clone());
+            let mut text = format!(
+                "import {} {}: {} written",
+                b.job_id,
+                b.state,
+                plural(b.records_written, "record")
+            );
+            if !b.error.is_empty() {
+                text.push_str(&format!(" ({})", b.error));
+            }
+            text
+        }
+        Some(Body::ImportJobDeleted(b)) => {
+            account = Some(b.account.clone());
+            format!("import {} removed", b.job_id)
+        }
         Some(Body::DatabaseCreated(b)) => {
             (account, database) = (Some(b.account.clone()), Some(b.name.clone()));
             match &b.storage {

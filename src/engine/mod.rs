@@ -26,7 +26,7 @@ mod tables;
 pub use data_plane::search;
 use data_plane::{catalog, changes, table};
 use platform::{access, aliases, datasets, governance, ingest, query_dsl, samples, sql, users};
-pub use platform::{connections, monitors, promql};
+pub use platform::{connections, imports, monitors, promql};
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 

@@ -227,3 +227,64 @@ pub async fn dsl(
     })?;
     search_in_place(&state, &principal, &id, &dataset, &body).await
 }
+
+/// PUT /import/{source_type}: `{connection_id, source, dataset, mode?, follow?}` → 201
+/// `{job_id, state}`; the job runs in the background (GET /import/jobs).
+pub async fn start_import(
+    Signed {
+        state,
+        principal,
+        request_id,
+    }: Signed,
+    source_type: std::result::Result<PathName, Error>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, PlatformError> {
+    const OP: &str = "start import";
+    let source_type = id_of(source_type, OP)?;
+    let doc: Value = document(&headers, &body).map_err(PlatformError::of(OP))?;
+    let started = state
+        .engine
+        .start_import(
+            &principal,
+            &source_type,
+            &doc,
+            &principal.origin(&request_id.0),
+        )
+        .await
+        .map_err(PlatformError::of(OP))?;
+    Ok((StatusCode::CREATED, Json(started)).into_response())
+}
+
+/// GET /import/jobs: the caller's import jobs (every job of the account for the root user).
+pub async fn list_imports(
+    Signed {
+        state, principal, ..
+    }: Signed,
+) -> Result<Response, PlatformError> {
+    let jobs = state
+        .engine
+        .list_imports(&principal)
+        .await
+        .map_err(PlatformError::of("list import jobs"))?;
+    Ok(Json(jobs).into_response())
+}
+
+/// DELETE /import/jobs/{id}: cancels a running job, or removes a finished one.
+pub async fn delete_import(
+    Signed {
+        state,
+        principal,
+        request_id,
+    }: Signed,
+    id: std::result::Result<PathName, Error>,
+) -> Result<Response, PlatformError> {
+    const OP: &str = "delete import job";
+    let id = id_of(id, OP)?;
+    let deleted = state
+        .engine
+        .delete_import(&principal, &id, &principal.origin(&request_id.0))
+        .await
+        .map_err(PlatformError::of(OP))?;
+    Ok(Json(deleted).into_response())
+}

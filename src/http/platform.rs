@@ -176,6 +176,9 @@ route_table! {
     "/source/{id}/test" => {post: connections::test},
     "/source/{id}/{name}/metadata" => {get: connections::metadata, head: connections::metadata},
     "/source/{id}/{name}/dsl" => {get: connections::dsl, post: connections::dsl},
+    "/import/jobs" => {get: connections::list_imports},
+    "/import/jobs/{id}" => {delete: connections::delete_import},
+    "/import/{id}" => {put: connections::start_import},
 }
 
 pub fn routes(state: AppState) -> Router {

@@ -127,7 +127,7 @@ fn check_connection_name(name: &str) -> Result<()> {
 }
 
 /// 403 unless `principal` may create, change or delete connection `name`.
-fn permit_manage(principal: &PlatformPrincipal, name: &str) -> Result<()> {
+pub(in crate::engine) fn permit_manage(principal: &PlatformPrincipal, name: &str) -> Result<()> {
     match principal
         .grant
         .allows(Action::DatasetCreate, &format!("{name}/*"))

@@ -439,6 +439,26 @@ fn doc_of(role: &Role) -> RoleDoc {
     }
 }
 
+impl Engine {
+    /// User `name` of `account` as the principal that work done on its behalf acts as
+    /// (monitor runs, import jobs), with the grant its roles give now; `None` once it is gone.
+    pub(in crate::engine) fn acting_user(
+        &self,
+        account: &str,
+        name: &str,
+    ) -> Option<crate::engine::PlatformPrincipal> {
+        let state = self.control_state();
+        let user = state.user(account, name)?;
+        Some(crate::engine::PlatformPrincipal {
+            account: user.account.clone(),
+            user: user.name.clone(),
+            access_key: user.access_key.clone(),
+            root: user.root,
+            grant: std::sync::Arc::new(grant_of(&state, user)),
+        })
+    }
+}
+
 /// What `user` may do: everything for the root user, else the union of the entries of the
 /// roles it holds that exist.
 pub fn grant_of(state: &ControlState, user: &User) -> Grant {

@@ -11,6 +11,7 @@ pub(super) mod batches;
 pub mod connections;
 pub(super) mod datasets;
 pub(super) mod governance;
+pub mod imports;
 pub(super) mod ingest;
 pub(super) mod mappings;
 pub mod monitors;

@@ -35,6 +35,10 @@ pub enum Capability {
     Sql,
     /// Query DSL in place (POST /source/{id}/{dataset}/dsl).
     Dsl,
+    /// Import jobs copy its datasets (PUT /import/{source_type}).
+    Import,
+    /// Import jobs follow its streams until cancelled (`follow`).
+    Stream,
 }
 
 impl Family {
@@ -54,13 +58,19 @@ impl Family {
 
     pub fn capabilities(self) -> &'static [Capability] {
         match self {
-            Family::Postgres | Family::Mysql | Family::Sqlite | Family::ObjectStore => {
-                &[Capability::Sql, Capability::Dsl]
-            }
-            Family::SearchEngine => &[Capability::Dsl],
-            Family::HttpJson | Family::Kafka | Family::Prometheus => {
-                &[Capability::Sql, Capability::Dsl]
-            }
+            Family::Postgres
+            | Family::Mysql
+            | Family::Sqlite
+            | Family::ObjectStore
+            | Family::HttpJson
+            | Family::Prometheus => &[Capability::Sql, Capability::Dsl, Capability::Import],
+            Family::SearchEngine => &[Capability::Dsl, Capability::Import],
+            Family::Kafka => &[
+                Capability::Sql,
+                Capability::Dsl,
+                Capability::Import,
+                Capability::Stream,
+            ],
         }
     }
 }

@@ -157,6 +157,17 @@ impl Source for HttpJson {
 /// The JSON objects of `records` as a table of dataset `name` (its schema inferred from them;
 /// other values are left out).
 pub fn table_of(name: &str, records: &[Value]) -> Result<Arc<dyn TableProvider>> {
+    let batch = batch_of(name, records)?;
+    let schema = batch.schema();
+    let partitions = vec![vec![batch]];
+    let table =
+        MemTable::try_new(schema, partitions).map_err(|e| Error::Internal(e.to_string()))?;
+    Ok(Arc::new(table))
+}
+
+/// The JSON objects of `records` as one record batch of dataset `name`, its schema inferred
+/// from them.
+pub fn batch_of(name: &str, records: &[Value]) -> Result<arrow::array::RecordBatch> {
     let objects: Vec<&Value> = records.iter().filter(|r| r.is_object()).collect();
     let schema = arrow::json::reader::infer_json_schema_from_iterator(
         objects.iter().map(|r| Ok((*r).clone())),
@@ -172,10 +183,7 @@ pub fn table_of(name: &str, records: &[Value]) -> Result<Arc<dyn TableProvider>>
     let batch = decoder
         .flush()
         .map_err(|e| Error::SourceFailed(format!("read {name}: {e}")))?;
-    let partitions = vec![batch.into_iter().collect()];
-    let table =
-        MemTable::try_new(schema, partitions).map_err(|e| Error::Internal(e.to_string()))?;
-    Ok(Arc::new(table))
+    Ok(batch.unwrap_or_else(|| arrow::array::RecordBatch::new_empty(schema)))
 }
 
 #[cfg(test)]

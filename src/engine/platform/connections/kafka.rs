@@ -7,7 +7,7 @@
 //! and the record's value: its fields when every value is a JSON object, else `value` (text).
 //! A read touches no consumer group: partitions are assigned, offsets never committed.
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use datafusion::{catalog::TableProvider, execution::SessionState};
@@ -176,6 +176,75 @@ impl Kafka {
     }
 }
 
+/// What an import's read of a topic got: its records (as [`Kafka::read`] shapes them, values'
+/// fields not yet columns), and whether it started at the end of every partition (their high
+/// watermarks when it started).
+pub struct TopicRead {
+    pub rows: Vec<Value>,
+    pub from_end: bool,
+}
+
+impl Kafka {
+    /// Records of `topic` from the offsets `next` (a partition it does not name: from its
+    /// start), at most `max`, waiting at most `wait` for the first and 100 ms for each more.
+    pub async fn read_from(
+        &self,
+        topic: &str,
+        next: &BTreeMap<i32, i64>,
+        max: usize,
+        wait: Duration,
+    ) -> Result<TopicRead> {
+        let Some((topic, partitions)) = self.topics().await?.into_iter().find(|(t, _)| t == topic)
+        else {
+            return Err(Error::DatasetNotFound(topic.to_owned()));
+        };
+        let (config, next) = (self.config.clone(), next.clone());
+        blocking(move || {
+            let stage = format!("read topic {topic}");
+            let consumer: BaseConsumer = config.create().map_err(failed(&stage))?;
+            let mut assignment = TopicPartitionList::new();
+            let mut from_end = true;
+            for partition in 0..partitions {
+                let (low, high) = consumer
+                    .fetch_watermarks(&topic, partition, TIMEOUT)
+                    .map_err(failed(&stage))?;
+                let from = next.get(&partition).copied().unwrap_or(low).max(low);
+                assignment
+                    .add_partition_offset(&topic, partition, Offset::Offset(from))
+                    .map_err(failed(&stage))?;
+                from_end &= from >= high;
+            }
+            consumer.assign(&assignment).map_err(failed(&stage))?;
+            let mut rows = Vec::new();
+            let started = std::time::Instant::now();
+            while rows.len() < max {
+                let patience = match rows.is_empty() {
+                    true => wait.saturating_sub(started.elapsed()),
+                    false => Duration::from_millis(100),
+                };
+                if patience.is_zero() {
+                    break;
+                }
+                let Some(message) = consumer.poll(patience) else {
+                    break;
+                };
+                let message = message.map_err(failed(&stage))?;
+                rows.push(json!({
+                    "_partition": message.partition(),
+                    "_offset": message.offset(),
+                    "_timestamp": message.timestamp().to_millis(),
+                    "_key": message.key().map(|k| String::from_utf8_lossy(k).into_owned()),
+                    "value": message
+                        .payload()
+                        .map(|bytes| String::from_utf8_lossy(bytes).into_owned()),
+                }));
+            }
+            Ok(TopicRead { rows, from_end })
+        })
+        .await
+    }
+}
+
 /// Runs blocking work of the Kafka client off the async threads.
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T> + Send + 'static,
@@ -186,7 +255,7 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// The rows with their values' fields as columns when every value is a JSON object.
-fn with_fields(mut rows: Vec<Value>) -> Vec<Value> {
+pub fn with_fields(mut rows: Vec<Value>) -> Vec<Value> {
     let objects = rows.iter().all(|row| {
         row["value"]
             .as_str()
@@ -224,6 +293,10 @@ impl Source for Kafka {
             .collect();
         names.sort();
         Ok(names)
+    }
+
+    fn kafka(&self) -> Option<&Kafka> {
+        Some(self)
     }
 
     async fn table(&self, _state: &SessionState, name: &str) -> Result<Arc<dyn TableProvider>> {

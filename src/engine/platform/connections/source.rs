@@ -53,6 +53,12 @@ pub trait Source: Send + Sync {
     fn search_engine(&self) -> Option<&SearchEngine> {
         None
     }
+
+    /// The source as a Kafka-protocol cluster, when it is one (imports read its topics by
+    /// offset).
+    fn kafka(&self) -> Option<&Kafka> {
+        None
+    }
 }
 
 /// Opens the source of a connection of type `connector` with its whole `config` (secrets

@@ -40,7 +40,7 @@ fn classify_for(name: &str) -> impl Fn(DataFusionError) -> Error + Copy + '_ {
 /// A source's own failure as a connection's error; DataFusion's other errors as a statement's.
 /// The table providers report what the source said as external errors, or as execution
 /// errors in their own words ("Failed to execute query").
-pub(super) fn classify_source(stage: &str, error: DataFusionError) -> Error {
+pub(in crate::engine) fn classify_source(stage: &str, error: DataFusionError) -> Error {
     match error.find_root() {
         DataFusionError::External(inner) => failure(stage, inner.as_ref()),
         DataFusionError::ObjectStore(inner) => failure(stage, inner.as_ref()),
@@ -65,7 +65,7 @@ fn dataset_name(reference: &TableReference) -> String {
 }
 
 /// A dataset the source does not have, as a 404 naming the connection.
-fn no_dataset(connection: &Connection, error: Error) -> Error {
+pub(in crate::engine) fn no_dataset(connection: &Connection, error: Error) -> Error {
     match error {
         Error::DatasetNotFound(name) => Error::NotFound(format!(
             "connection {:?} has no dataset [{name}]",
@@ -103,6 +103,20 @@ impl Engine {
             .table(&ctx.state(), dataset)
             .await
             .map_err(|error| no_dataset(connection, error))?;
+        self.viewed_table(ctx, principal, connection, dataset, table, action)
+    }
+
+    /// `table`, dataset `dataset` of `connection`, as `principal` sees it: its record filter
+    /// applied, the fields denied to it left out.
+    pub(in crate::engine) fn viewed_table(
+        &self,
+        ctx: &SessionContext,
+        principal: &PlatformPrincipal,
+        connection: &Connection,
+        dataset: &str,
+        table: Arc<dyn TableProvider>,
+        action: Action,
+    ) -> Result<Arc<dyn TableProvider>> {
         let columns: Vec<String> = table
             .schema()
             .fields()

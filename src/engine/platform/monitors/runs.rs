@@ -22,7 +22,7 @@ use tokio::sync::OnceCell;
 
 use super::saved::monitor_info;
 use crate::{
-    engine::{Engine, Origin, PlatformPrincipal, blocking, governance::grant_of, leader::Leader},
+    engine::{Engine, Origin, PlatformPrincipal, blocking, leader::Leader},
     error::{Error, Result},
 };
 
@@ -105,20 +105,13 @@ impl Engine {
     /// Who a monitor's runs act as: the user that last saved it, with the grant its roles give
     /// now. A 403 when that user is gone.
     pub fn monitor_author(&self, monitor: &Monitor) -> Result<PlatformPrincipal> {
-        let state = self.control_state();
-        let user = state.user(&monitor.account, &monitor.author).ok_or_else(|| {
-            Error::Forbidden(format!(
-                "user {} who last saved monitor {:?} no longer exists; save it again as another user",
-                monitor.author, monitor.id
-            ))
-        })?;
-        Ok(PlatformPrincipal {
-            account: user.account.clone(),
-            user: user.name.clone(),
-            access_key: user.access_key.clone(),
-            root: user.root,
-            grant: Arc::new(grant_of(&state, user)),
-        })
+        self.acting_user(&monitor.account, &monitor.author)
+            .ok_or_else(|| {
+                Error::Forbidden(format!(
+                    "user {} who last saved monitor {:?} no longer exists; save it again as another user",
+                    monitor.author, monitor.id
+                ))
+            })
     }
 
     /// The monitor `id` of the caller's account, if the caller may `action` it (read,

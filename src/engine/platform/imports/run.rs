@@ -1,0 +1,574 @@
+//! Running import jobs: the runner that starts the jobs of the accounts this node serves, and
+//! each job's copy, batch by batch.
+//!
+//! The runner looks at the control state every `imports.tick_ms`: a job that is queued, or
+//! running with no task on this node (its node stopped), gets a task, at most
+//! `imports.max_concurrent_jobs` at once; a task whose job was cancelled or removed is told to
+//! stop, and stops at its next batch (a batch being written is written and counted).
+//!
+//! A task reads from the job's cursor: a table or a query's result is read through DataFusion
+//! from record `position` on (the source is asked for the same statement each time, so a
+//! table that changes while it is imported is copied as it is when each part is read); a
+//! topic from each partition's next offset. A job that is not following a stream ends when the
+//! source has no more: a table's last record, or a topic's end as it was when the job read it
+//! (and what arrives meanwhile).
+
+use std::{collections::BTreeMap, collections::HashMap, sync::Arc, time::Duration};
+
+use arrow::{
+    array::{ArrayRef, RecordBatch, StringArray},
+    datatypes::{DataType, Field, Schema},
+};
+use datafusion::{
+    dataframe::DataFrame,
+    prelude::SessionContext,
+    sql::{parser::Statement, sqlparser::ast},
+};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use strata_log::event::ImportJobProgress;
+use strata_projections::control::{Connection, ImportJob};
+use tokio::{sync::watch, task::JoinHandle};
+
+use super::{ImportSource, progress_of};
+use crate::{
+    documents::ID_FIELD,
+    engine::{
+        Action, DEFAULT_DATABASE, Engine, PlatformPrincipal, connections::sql::classify_source,
+        database_key, ingest::DeleteLimits,
+    },
+    error::{Error, Result},
+    query,
+};
+
+/// How long a read of a topic waits for a first record.
+const TOPIC_WAIT: Duration = Duration::from_secs(1);
+
+/// The statement of a job's `source.query`: one query (a connected source is only read).
+pub fn query_statement(ctx: &SessionContext, sql: &str) -> Result<Statement> {
+    let statement = query::parse(ctx, sql)?;
+    match &statement {
+        Statement::Statement(inner) if matches!(inner.as_ref(), ast::Statement::Query(_)) => {
+            Ok(statement)
+        }
+        _ => Err(Error::BadRequest(
+            "source.query must be a query (SELECT, WITH, VALUES): a connected source is read, \
+             never written"
+                .to_owned(),
+        )),
+    }
+}
+
+/// A job task of this node: what tells it to stop, and the task, aborted when the runner
+/// stops (a batch cut short is written again, under the same ids, when the job resumes).
+struct Task {
+    stop: watch::Sender<bool>,
+    handle: JoinHandle<()>,
+}
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        self.handle.abort();
+    }
+}
+
+/// Starts the runner of `engine`'s node.
+pub fn spawn(engine: Arc<Engine>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let config = engine.config().imports.clone();
+        let tick = Duration::from_millis(config.tick_ms.max(10));
+        let mut tasks: HashMap<(String, String), Task> = HashMap::new();
+        loop {
+            tokio::time::sleep(tick).await;
+            let state = engine.imports_state();
+            tasks.retain(|key, task| {
+                let live = state.imports.get(key).is_some_and(|job| !job.finished());
+                if !live {
+                    task.stop.send_replace(true);
+                }
+                !task.handle.is_finished()
+            });
+            for (key, job) in &state.imports {
+                if job.finished()
+                    || tasks.contains_key(key)
+                    || tasks.len() >= config.max_concurrent_jobs.max(1)
+                    || engine
+                        .owner_elsewhere(&database_key(&job.account, DEFAULT_DATABASE))
+                        .is_some()
+                {
+                    continue;
+                }
+                let (stop, stopped) = watch::channel(false);
+                let handle = tokio::spawn(run_job(engine.clone(), job.clone(), stopped));
+                tasks.insert(key.clone(), Task { stop, handle });
+            }
+        }
+    })
+}
+
+/// How a job's copy ended.
+enum Ended {
+    /// The source has no more.
+    Done,
+    /// The job was cancelled or removed (what says so is already written).
+    Stopped,
+}
+
+/// Runs `job` from its cursor until it ends, and records how it ended.
+async fn run_job(engine: Arc<Engine>, job: ImportJob, mut stop: watch::Receiver<bool>) {
+    let mut copy = Copy {
+        engine: &engine,
+        position: position_of(&job),
+        offsets: offsets_of(&job),
+        job,
+    };
+    let (state, error) = match copy.run(&mut stop).await {
+        Ok(Ended::Stopped) => return,
+        Ok(Ended::Done) => ("succeeded", String::new()),
+        Err(error) => {
+            tracing::warn!(job = %copy.job.id, %error, "an import job failed");
+            ("failed", error.to_string())
+        }
+    };
+    let event = progress_of(&copy.job, state, error);
+    if let Err(error) = engine.record_import(event).await {
+        tracing::warn!(job = %copy.job.id, %error, "cannot record the end of an import job");
+    }
+}
+
+/// The records of a table or a query a job has written (its cursor's `position`).
+fn position_of(job: &ImportJob) -> u64 {
+    serde_json::from_str::<Value>(&job.cursor_json)
+        .ok()
+        .and_then(|c| c["position"].as_u64())
+        .unwrap_or(0)
+}
+
+/// The next offset of each partition of a topic a job has written up to.
+fn offsets_of(job: &ImportJob) -> BTreeMap<i32, i64> {
+    serde_json::from_str::<Value>(&job.cursor_json)
+        .ok()
+        .and_then(|c| c["offsets"].as_object().cloned())
+        .map(|offsets| {
+            offsets
+                .iter()
+                .filter_map(|(p, o)| Some((p.parse().ok()?, o.as_i64()?)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// One job's copy: the job as last recorded, and its cursor.
+struct Copy<'a> {
+    engine: &'a Engine,
+    job: ImportJob,
+    position: u64,
+    offsets: BTreeMap<i32, i64>,
+}
+
+impl Copy<'_> {
+    async fn run(&mut self, stop: &mut watch::Receiver<bool>) -> Result<Ended> {
+        let engine = self.engine;
+        let principal = engine.import_author(&self.job)?;
+        let connection = engine
+            .imports_state()
+            .connection(&self.job.account, &self.job.connection_id)
+            .cloned()
+            .ok_or_else(|| {
+                Error::NotFound(format!(
+                    "connection {} of the import was deleted",
+                    self.job.connection_id
+                ))
+            })?;
+        if self.job.state == "queued" {
+            match self
+                .record(progress_of(&self.job, "running", String::new()))
+                .await?
+            {
+                true => {}
+                false => return Ok(Ended::Stopped),
+            }
+            if self.job.mode == "replace" {
+                self.empty_dataset(&principal).await?;
+            }
+        }
+        let copied = match ImportSource::of_job(&self.job)? {
+            ImportSource::Topic(topic) => self.topic(&principal, &connection, &topic, stop).await,
+            source => self.rows(&principal, &connection, &source, stop).await,
+        };
+        engine.record_use(&connection, copied.as_ref().err()).await;
+        copied
+    }
+
+    /// Mode replace: the dataset's records are deleted before the first batch.
+    async fn empty_dataset(&self, principal: &PlatformPrincipal) -> Result<()> {
+        let dataset = &self.job.dataset;
+        if self
+            .engine
+            .dataset(&principal.account, dataset)
+            .await
+            .is_err()
+        {
+            return Ok(());
+        }
+        let origin = principal.origin(&self.job.id);
+        self.engine
+            .delete_by_query(
+                principal,
+                dataset,
+                &json!({"match_all": {}}),
+                DeleteLimits::default(),
+                &origin,
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Appends `progress`; whether the job goes on (it was not cancelled or removed).
+    async fn record(&mut self, progress: ImportJobProgress) -> Result<bool> {
+        match self.engine.record_import(progress).await? {
+            Some(job) => {
+                let goes_on = !job.finished();
+                self.job = job;
+                Ok(goes_on)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// A table, a file set or a query's result, from record `position` on.
+    async fn rows(
+        &mut self,
+        principal: &PlatformPrincipal,
+        connection: &Connection,
+        source: &ImportSource,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Result<Ended> {
+        let engine = self.engine;
+        let stage = format!("import from {}", connection.name);
+        let ctx = query::session(&engine.queries);
+        let opened = engine.source_of(connection).await?;
+        let frame = match source {
+            ImportSource::Table(dataset) => {
+                let table = engine
+                    .source_table(
+                        &ctx,
+                        principal,
+                        connection,
+                        opened.as_ref(),
+                        dataset,
+                        Action::RecordRead,
+                    )
+                    .await?;
+                ctx.read_table(table).map_err(query::classify)?
+            }
+            ImportSource::Query(sql) => {
+                let statement = query_statement(&ctx, sql)?;
+                for reference in query::table_references(&ctx, &statement)? {
+                    let dataset = match reference.schema() {
+                        Some(schema) => format!("{schema}.{}", reference.table()),
+                        None => reference.table().to_owned(),
+                    };
+                    engine
+                        .register_source_table(
+                            &ctx,
+                            principal,
+                            connection,
+                            opened.as_ref(),
+                            &reference,
+                            &dataset,
+                        )
+                        .await?;
+                }
+                let state = ctx.state();
+                let plan = state
+                    .statement_to_plan(statement)
+                    .await
+                    .map_err(|e| classify_source(&stage, e))?;
+                DataFrame::new(state, plan)
+            }
+            ImportSource::Topic(_) => return Err(Error::Internal("a topic is no table".into())),
+        };
+        let frame = frame
+            .limit(self.position as usize, None)
+            .map_err(query::classify)?;
+        let mut stream = frame
+            .execute_stream()
+            .await
+            .map_err(|e| classify_source(&stage, e))?;
+        let batch_rows = engine.config().imports.batch_rows.max(1);
+        loop {
+            let next = tokio::select! {
+                next = stream.next() => next,
+                _ = stop.changed() => return Ok(Ended::Stopped),
+            };
+            let Some(batch) = next else {
+                return Ok(Ended::Done);
+            };
+            let batch = batch.map_err(|e| classify_source(&stage, e))?;
+            let mut offset = 0;
+            while offset < batch.num_rows() {
+                let part = batch.slice(offset, batch_rows.min(batch.num_rows() - offset));
+                offset += part.num_rows();
+                let first = self.position;
+                let ids = (first..first + part.num_rows() as u64)
+                    .map(|p| format!("{}-{p}", self.job.id))
+                    .collect();
+                let written = self.write(principal, &part, ids).await?;
+                self.position += part.num_rows() as u64;
+                let cursor = json!({"position": self.position});
+                if !self.advance(&part, written, cursor).await? {
+                    return Ok(Ended::Stopped);
+                }
+            }
+        }
+    }
+
+    /// A topic, from each partition's next offset on: to its end as the reads find it, or
+    /// on and on when the job follows it.
+    async fn topic(
+        &mut self,
+        principal: &PlatformPrincipal,
+        connection: &Connection,
+        topic: &str,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Result<Ended> {
+        let engine = self.engine;
+        let opened = engine.source_of(connection).await?;
+        let kafka = opened.kafka().ok_or_else(|| {
+            Error::BadRequest(format!(
+                "connection {:?} is not a Kafka-protocol source",
+                connection.name
+            ))
+        })?;
+        // The right first: a user who may not read the topic learns nothing of it.
+        engine.read_source(principal, Action::RecordRead, &connection.name, topic, &[])?;
+        let batch_rows = engine.config().imports.batch_rows.max(1);
+        let ctx = query::session(&engine.queries);
+        loop {
+            if *stop.borrow() {
+                return Ok(Ended::Stopped);
+            }
+            let read = tokio::select! {
+                read = kafka.read_from(topic, &self.offsets, batch_rows, TOPIC_WAIT) => read,
+                _ = stop.changed() => return Ok(Ended::Stopped),
+            }
+            .map_err(|error| super::super::connections::sql::no_dataset(connection, error))?;
+            if read.rows.is_empty() {
+                match self.job.follow || !read.from_end {
+                    true => continue,
+                    false => return Ok(Ended::Done),
+                }
+            }
+            let ids: Vec<String> = read
+                .rows
+                .iter()
+                .map(|row| format!("{}-{}-{}", self.job.id, row["_partition"], row["_offset"]))
+                .collect();
+            for row in &read.rows {
+                if let (Some(p), Some(o)) = (row["_partition"].as_i64(), row["_offset"].as_i64()) {
+                    let next = self.offsets.entry(p as i32).or_insert(0);
+                    *next = (*next).max(o + 1);
+                }
+            }
+            let rows = super::super::connections::kafka::with_fields(read.rows);
+            let table = super::super::connections::http_json::table_of(topic, &rows)?;
+            let table = engine.viewed_table(
+                &ctx,
+                principal,
+                connection,
+                topic,
+                table,
+                Action::RecordRead,
+            )?;
+            let frame = ctx.read_table(table).map_err(query::classify)?;
+            // The reader's record filter may leave records out: ids follow the rows kept.
+            let kept = frame.collect().await.map_err(query::classify)?;
+            let batch = arrow::compute::concat_batches(
+                &kept
+                    .first()
+                    .map(|b| b.schema())
+                    .unwrap_or_else(|| Arc::new(Schema::empty())),
+                &kept,
+            )
+            .map_err(|e| Error::Internal(e.to_string()))?;
+            let ids = kept_ids(&batch, &self.job.id).unwrap_or(ids);
+            let batch = with_record_names(&batch)?;
+            let written = match batch.num_rows() {
+                0 => 0,
+                _ => self.write(principal, &batch, ids).await?,
+            };
+            let offsets: serde_json::Map<String, Value> = self
+                .offsets
+                .iter()
+                .map(|(p, o)| (p.to_string(), json!(o)))
+                .collect();
+            if !self
+                .advance(&batch, written, json!({"offsets": offsets}))
+                .await?
+            {
+                return Ok(Ended::Stopped);
+            }
+        }
+    }
+
+    /// Writes `batch` to the job's dataset with the record ids `ids` (unless it has an `_id`
+    /// column of its own); the Arrow bytes written.
+    async fn write(
+        &self,
+        principal: &PlatformPrincipal,
+        batch: &RecordBatch,
+        ids: Vec<String>,
+    ) -> Result<u64> {
+        let batch = match batch.schema().column_with_name(ID_FIELD) {
+            Some(_) => batch.clone(),
+            None => with_ids(batch, ids)?,
+        };
+        let origin = principal.origin(&self.job.id);
+        self.engine
+            .ingest_batch(principal, &self.job.dataset, &batch, &origin)
+            .await?;
+        Ok(batch.get_array_memory_size() as u64)
+    }
+
+    /// Records a batch written (`written` bytes of `batch`'s records) and the cursor after it;
+    /// whether the job goes on.
+    async fn advance(&mut self, batch: &RecordBatch, written: u64, cursor: Value) -> Result<bool> {
+        let rows = batch.num_rows() as u64;
+        let mut progress = progress_of(&self.job, "running", String::new());
+        progress.records_read += rows;
+        progress.records_written += rows;
+        progress.bytes_read += batch.get_array_memory_size() as u64;
+        progress.bytes_written += written;
+        progress.cursor_json = cursor.to_string();
+        self.record(progress).await
+    }
+}
+
+/// The record ids of a topic's records kept by a reader's filter, from their `_partition` and
+/// `_offset` columns (`None` when the filter's view left those out).
+fn kept_ids(batch: &RecordBatch, job: &str) -> Option<Vec<String>> {
+    use arrow::array::AsArray;
+    let cast = |name: &str| {
+        let column = batch.column_by_name(name)?;
+        arrow::compute::cast(column, &DataType::Int64).ok()
+    };
+    let (partitions, offsets) = (cast("_partition")?, cast("_offset")?);
+    let (partitions, offsets) = (
+        partitions.as_primitive::<arrow::datatypes::Int64Type>(),
+        offsets.as_primitive::<arrow::datatypes::Int64Type>(),
+    );
+    Some(
+        (0..batch.num_rows())
+            .map(|i| format!("{job}-{}-{}", partitions.value(i), offsets.value(i)))
+            .collect(),
+    )
+}
+
+/// The columns a topic's records have in a dataset, for those whose source names begin with
+/// `_` (no field of a dataset may): the record's time is its `@timestamp`, its place and key
+/// are under `kafka.`.
+const RECORD_NAMES: &[(&str, &str)] = &[
+    ("_timestamp", "@timestamp"),
+    ("_partition", "kafka.partition"),
+    ("_offset", "kafka.offset"),
+    ("_key", "kafka.key"),
+];
+
+/// `batch` with its records' columns named as in a dataset ([`RECORD_NAMES`]).
+fn with_record_names(batch: &RecordBatch) -> Result<RecordBatch> {
+    let fields: Vec<Arc<Field>> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(
+            |field| match RECORD_NAMES.iter().find(|(from, _)| field.name() == from) {
+                Some((_, to)) => Arc::new(field.as_ref().clone().with_name(*to)),
+                None => field.clone(),
+            },
+        )
+        .collect();
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), batch.columns().to_vec())
+        .map_err(|e| Error::Internal(format!("an import batch: {e}")))
+}
+
+/// `batch` with an `_id` column of `ids`.
+fn with_ids(batch: &RecordBatch, ids: Vec<String>) -> Result<RecordBatch> {
+    let mut fields: Vec<Arc<Field>> = batch.schema().fields().iter().cloned().collect();
+    let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+    fields.push(Arc::new(Field::new(ID_FIELD, DataType::Utf8, false)));
+    columns.push(Arc::new(StringArray::from(ids)));
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+        .map_err(|e| Error::Internal(format!("an import batch: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(cursor: &str) -> ImportJob {
+        ImportJob {
+            account: "a".into(),
+            id: "j".into(),
+            source_type: "kafka".into(),
+            connection_id: "c".into(),
+            source_json: r#"{"topic":"t"}"#.into(),
+            dataset: "d".into(),
+            mode: "append".into(),
+            follow: false,
+            author: "root".into(),
+            created_at_micros: 0,
+            state: "running".into(),
+            records_read: 0,
+            records_written: 0,
+            bytes_read: 0,
+            bytes_written: 0,
+            cursor_json: cursor.into(),
+            error: String::new(),
+            started_at_micros: None,
+            finished_at_micros: None,
+        }
+    }
+
+    #[test]
+    fn cursors_are_read_back() {
+        assert_eq!(position_of(&job("")), 0);
+        assert_eq!(position_of(&job(r#"{"position": 42}"#)), 42);
+        let offsets = offsets_of(&job(r#"{"offsets": {"0": 5, "2": 9}}"#));
+        assert_eq!(offsets, BTreeMap::from([(0, 5), (2, 9)]));
+        assert!(offsets_of(&job("")).is_empty());
+    }
+
+    #[test]
+    fn only_queries_are_imported() {
+        let ctx = SessionContext::new();
+        assert!(query_statement(&ctx, "SELECT a FROM t WHERE a > 1").is_ok());
+        assert!(query_statement(&ctx, "DELETE FROM t").is_err());
+        assert!(query_statement(&ctx, "").is_err());
+    }
+
+    #[test]
+    fn topic_ids_follow_the_rows_kept() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("_partition", DataType::Int64, false),
+            Field::new("_offset", DataType::Int64, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(arrow::array::Int64Array::from(vec![0, 1])),
+                Arc::new(arrow::array::Int64Array::from(vec![7, 3])),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            kept_ids(&batch, "j").unwrap(),
+            vec!["j-0-7".to_owned(), "j-1-3".to_owned()]
+        );
+        let with = with_ids(&batch, vec!["x".into(), "y".into()]).unwrap();
+        assert_eq!(with.schema().field(2).name(), ID_FIELD);
+        let named = with_record_names(&batch).unwrap();
+        assert_eq!(named.schema().field(0).name(), "kafka.partition");
+        assert_eq!(named.schema().field(1).name(), "kafka.offset");
+    }
+}
