@@ -1548,15 +1548,16 @@ async fn a_kafka_topic_is_imported_and_followed_until_cancelled() {
     let root = Signed::new(&server, &root_user(dir.path(), "acme"));
     let id = connect(&root, "kafka", "events", json!({"url": brokers})).await;
 
-    // Once, to the topic's end.
+    // Once, to the topic's end (named as a table, it is read as a topic: by offset).
     let once = import(
         &root,
         "kafka",
-        json!({"connection_id": id, "source": {"topic": topic}, "dataset": "clicks"}),
+        json!({"connection_id": id, "source": {"table": topic}, "dataset": "clicks"}),
     )
     .await;
     let done = job_when(&root, &once, finished).await;
     assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(done["source"], json!({"topic": topic}), "{done}");
     assert_eq!(done["records_written"], 6, "{done}");
     let counted = sql(&root, "/sql", "SELECT count(*), sum(n) FROM clicks").await;
     assert_eq!(rows(&counted), vec![json!([6, 21])]);

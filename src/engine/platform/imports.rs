@@ -235,6 +235,11 @@ impl Engine {
                 .get("source")
                 .ok_or_else(|| Error::BadRequest("source is required".to_owned()))?,
         )?;
+        // A topic named as a table is read as a topic: by offset, resumable.
+        let source = match (source, connector.family) {
+            (ImportSource::Table(topic), Family::Kafka) => ImportSource::Topic(topic),
+            (source, _) => source,
+        };
         source.check_family(connector.family, source_type)?;
         if let ImportSource::Query(sql) = &source {
             // A statement that cannot run is refused now, not when the job runs.
