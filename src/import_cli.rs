@@ -25,7 +25,7 @@ const INTERRUPTED: u8 = 130;
 /// `strata import <SOURCE_TYPE>`: the options, parsed by clap in main.rs.
 #[derive(Debug, Clone, Args)]
 #[command(group(
-    ArgGroup::new("source").required(true).args(["table", "query", "topic", "path"])
+    ArgGroup::new("source").required(true).args(["table", "query", "topic", "stream", "queue", "key_pattern", "path"])
 ))]
 pub struct ImportOptions {
     /// The kind of source, as in PUT /import/{source_type} (e.g. postgresql, kafka, s3)
@@ -59,9 +59,18 @@ pub struct ImportOptions {
     /// Import the result of a query run on the source
     #[arg(long, value_name = "SQL")]
     pub query: Option<String>,
-    /// Import a broker's topic
+    /// Import a broker's topic (Kafka) or topic filter (MQTT)
     #[arg(long, value_name = "TOPIC")]
     pub topic: Option<String>,
+    /// Import a NATS JetStream stream
+    #[arg(long, value_name = "STREAM")]
+    pub stream: Option<String>,
+    /// Import (consume) an AMQP queue
+    #[arg(long, value_name = "QUEUE")]
+    pub queue: Option<String>,
+    /// Import the Redis keys matching a pattern
+    #[arg(long, value_name = "PATTERN")]
+    pub key_pattern: Option<String>,
     /// Import files matching an object path or glob
     #[arg(long, value_name = "PATH")]
     pub path: Option<String>,
@@ -137,6 +146,9 @@ pub fn request_body(options: &ImportOptions) -> anyhow::Result<Value> {
         ("table", &options.table),
         ("query", &options.query),
         ("topic", &options.topic),
+        ("stream", &options.stream),
+        ("queue", &options.queue),
+        ("key_pattern", &options.key_pattern),
         ("path", &options.path),
     ];
     let mut given = sources
@@ -144,7 +156,10 @@ pub fn request_body(options: &ImportOptions) -> anyhow::Result<Value> {
         .filter_map(|(key, value)| value.as_ref().map(|value| (*key, value)));
     // clap's required group guarantees one; the struct is public, so check rather than trust.
     let (Some((key, value)), None) = (given.next(), given.next()) else {
-        bail!("give exactly one of --table, --query, --topic and --path");
+        bail!(
+            "give exactly one of --table, --query, --topic, --stream, --queue, --key-pattern \
+             and --path"
+        );
     };
     let mode = match options.mode {
         Mode::Append => "append",
@@ -384,6 +399,19 @@ mod tests {
         let mut options = parse(&["--table", "t"]).unwrap();
         options.path = Some("p".to_owned());
         assert!(request_body(&options).is_err());
+    }
+
+    #[test]
+    fn streams_queues_and_key_patterns_are_sources() {
+        for (flag, key) in [
+            ("--stream", "stream"),
+            ("--queue", "queue"),
+            ("--key-pattern", "key_pattern"),
+        ] {
+            let body = request_body(&parse(&[flag, "orders"]).unwrap()).unwrap();
+            assert_eq!(body["source"], json!({ key: "orders" }), "{flag}");
+        }
+        assert!(parse(&["--stream", "s", "--queue", "q"]).is_err());
     }
 
     #[test]

@@ -145,10 +145,14 @@ fn load_config(common: &Common, more: &[(&str, Option<String>)]) -> anyhow::Resu
 
 fn init_tracing(config: &Config, default_level: &str) {
     use tracing_subscriber::{EnvFilter, fmt};
-    // hnsw_rs reports every graph dump and load at info; that is noise in a server's log.
-    let quiet = |filter: EnvFilter| match "hnsw_rs=warn".parse() {
-        Ok(directive) => filter.add_directive(directive),
-        Err(_) => filter,
+    // hnsw_rs reports every graph dump and load at info; lapin every channel the broker closes
+    // at error, which is how a passive declare finds an AMQP queue missing (strata reports the
+    // failures that matter itself). That is noise in a server's log.
+    let quiet = |filter: EnvFilter| {
+        ["hnsw_rs=warn", "lapin::channel=off"]
+            .iter()
+            .filter_map(|directive| directive.parse().ok())
+            .fold(filter, EnvFilter::add_directive)
     };
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(default_level).map(quiet))

@@ -10,6 +10,16 @@
 
 mod common;
 
+// The broker and cache families, one file each, with the helpers below.
+#[path = "connections/amqp.rs"]
+mod amqp;
+#[path = "connections/mqtt.rs"]
+mod mqtt;
+#[path = "connections/nats.rs"]
+mod nats;
+#[path = "connections/redis.rs"]
+mod redis;
+
 use std::{
     process::Command,
     sync::Arc,

@@ -9,13 +9,18 @@
 //! on `<connection name>/t`, and Deny on a field removes it before the query reaches the
 //! source. A user sees the connections one of its permissions reaches.
 
+pub mod amqp;
 pub mod catalogue;
 pub mod config;
 pub mod dsl;
 pub mod files;
 pub mod http_json;
 pub mod kafka;
+pub mod messages;
+pub mod mqtt;
+pub mod nats;
 pub mod prometheus;
+pub mod redis_keys;
 mod search;
 pub mod search_engine;
 pub mod source;

@@ -32,7 +32,7 @@ use strata_log::{
 };
 use strata_projections::control::{ControlState, ImportJob};
 
-use super::connections::catalogue::{self, Family};
+use super::connections::catalogue::{self, Capability, Family};
 use crate::{
     engine::{Engine, Origin, PlatformPrincipal, datasets::check_name},
     error::{Error, Result},
@@ -46,8 +46,9 @@ pub enum ImportSource {
     Table(String),
     /// A query's result, over the connection's datasets.
     Query(String),
-    /// A topic of a Kafka-protocol source, read by offset.
-    Topic(String),
+    /// A dataset read as messages by a cursor: a topic (Kafka, MQTT), a stream (NATS), a
+    /// queue (AMQP) or a key pattern (Redis); `key` is which.
+    Messages { key: &'static str, name: String },
 }
 
 /// The keys of a job's `source`, and what each names.
@@ -81,10 +82,22 @@ impl ImportSource {
         match key.as_str() {
             "table" | "path" => Ok(ImportSource::Table(text)),
             "query" => Ok(ImportSource::Query(text)),
-            "topic" => Ok(ImportSource::Topic(text)),
-            "stream" | "queue" | "key_pattern" => Err(Error::BadRequest(format!(
-                "source.{key}: no source type of this service reads {key}s yet (docs/connectors.md)"
-            ))),
+            "topic" => Ok(ImportSource::Messages {
+                key: "topic",
+                name: text,
+            }),
+            "stream" => Ok(ImportSource::Messages {
+                key: "stream",
+                name: text,
+            }),
+            "queue" => Ok(ImportSource::Messages {
+                key: "queue",
+                name: text,
+            }),
+            "key_pattern" => Ok(ImportSource::Messages {
+                key: "key_pattern",
+                name: text,
+            }),
             other => Err(Error::BadRequest(format!(
                 "source.{other} is not a source of an import ({})",
                 SOURCE_KEYS.join(", ")
@@ -97,7 +110,7 @@ impl ImportSource {
         match self {
             ImportSource::Table(name) => json!({"table": name}),
             ImportSource::Query(sql) => json!({"query": sql}),
-            ImportSource::Topic(topic) => json!({"topic": topic}),
+            ImportSource::Messages { key, name } => json!({ *key: name }),
         }
     }
 
@@ -111,18 +124,31 @@ impl ImportSource {
         }
     }
 
+    /// The source as a source of `family` reads it: a table of a source read as messages is
+    /// read as messages (by cursor, resumable).
+    fn for_family(self, family: Family) -> ImportSource {
+        match (self, family.message_noun()) {
+            (ImportSource::Table(name), Some(key)) => ImportSource::Messages { key, name },
+            (source, _) => source,
+        }
+    }
+
     /// 400 unless a source of `family` can give it.
     fn check_family(&self, family: Family, source_type: &str) -> Result<()> {
         let fits = match self {
             ImportSource::Table(_) => true,
-            ImportSource::Query(_) => family != Family::SearchEngine,
-            ImportSource::Topic(_) => family == Family::Kafka,
+            ImportSource::Query(_) => family.capabilities().contains(&Capability::Sql),
+            ImportSource::Messages { key, .. } => family.message_noun() == Some(key),
         };
         match fits {
             true => Ok(()),
             false => Err(Error::BadRequest(format!(
-                "a {source_type} connection cannot give source.{}",
-                self.key()
+                "a {source_type} connection cannot give source.{}{}",
+                self.key(),
+                match family.message_noun() {
+                    Some(noun) => format!(" (it gives source.{noun})"),
+                    None => String::new(),
+                }
             ))),
         }
     }
@@ -131,7 +157,7 @@ impl ImportSource {
         match self {
             ImportSource::Table(_) => "table",
             ImportSource::Query(_) => "query",
-            ImportSource::Topic(_) => "topic",
+            ImportSource::Messages { key, .. } => key,
         }
     }
 }
@@ -235,11 +261,7 @@ impl Engine {
                 .get("source")
                 .ok_or_else(|| Error::BadRequest("source is required".to_owned()))?,
         )?;
-        // A topic named as a table is read as a topic: by offset, resumable.
-        let source = match (source, connector.family) {
-            (ImportSource::Table(topic), Family::Kafka) => ImportSource::Topic(topic),
-            (source, _) => source,
-        };
+        let source = source.for_family(connector.family);
         source.check_family(connector.family, source_type)?;
         if let ImportSource::Query(sql) = &source {
             // A statement that cannot run is refused now, not when the job runs.
@@ -270,12 +292,17 @@ impl Engine {
                 )));
             }
         };
-        if follow && !matches!(source, ImportSource::Topic(_)) {
-            return Err(Error::BadRequest(
-                "follow applies to a stream source (source.topic); a table or a query is copied \
-                 once"
-                    .to_owned(),
-            ));
+        if follow
+            && !connector
+                .family
+                .capabilities()
+                .contains(&Capability::Stream)
+        {
+            return Err(Error::BadRequest(format!(
+                "follow applies to a source that streams (Kafka, NATS, AMQP, MQTT); a {} \
+                 connection is copied once",
+                connector.id
+            )));
         }
         let job_id = uuid::Uuid::now_v7().to_string();
         let event = ImportJobSet {
@@ -413,7 +440,7 @@ mod tests {
             json!({"table": ""}),
             json!({"table": 3}),
             json!({"rows": "x"}),
-            json!({"queue": "q"}),
+            json!({"queues": "q"}),
             json!("t"),
         ] {
             assert!(ImportSource::parse(&bad).is_err(), "{bad}");
@@ -421,10 +448,23 @@ mod tests {
     }
 
     #[test]
-    fn a_topic_needs_a_kafka_source() {
-        let topic = ImportSource::Topic("events".to_owned());
+    fn messages_need_a_source_of_their_kind() {
+        let topic = ImportSource::parse(&json!({"topic": "events"})).unwrap();
         assert!(topic.check_family(Family::Kafka, "kafka").is_ok());
+        assert!(topic.check_family(Family::Mqtt, "mosquitto").is_ok());
         assert!(topic.check_family(Family::Postgres, "postgresql").is_err());
+        assert!(topic.check_family(Family::Nats, "nats").is_err());
+        let table = ImportSource::Table("orders".to_owned());
+        assert_eq!(
+            table.clone().for_family(Family::Amqp),
+            ImportSource::Messages {
+                key: "queue",
+                name: "orders".to_owned()
+            }
+        );
+        assert_eq!(table.clone().for_family(Family::Postgres), table);
+        let query = ImportSource::Query("SELECT 1".to_owned());
+        assert!(query.check_family(Family::Amqp, "rabbitmq").is_err());
         let query = ImportSource::Query("SELECT 1".to_owned());
         assert!(
             query

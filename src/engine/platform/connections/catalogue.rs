@@ -25,6 +25,14 @@ pub enum Family {
     Kafka,
     /// The Prometheus query API: metrics read in place.
     Prometheus,
+    /// NATS JetStream (async-nats): streams read by sequence.
+    Nats,
+    /// The Redis protocol (RESP, the redis crate): keys matching a pattern.
+    Redis,
+    /// AMQP 0-9-1 (lapin): queues, consumed and acknowledged.
+    Amqp,
+    /// MQTT 3.1.1 (rumqttc): topic filters, subscribed in a persistent session.
+    Mqtt,
 }
 
 /// What a connection of a family can do.
@@ -53,6 +61,28 @@ impl Family {
             Family::HttpJson => "http-json",
             Family::Kafka => "kafka-protocol",
             Family::Prometheus => "prometheus-api",
+            Family::Nats => "nats-jetstream",
+            Family::Redis => "redis-protocol",
+            Family::Amqp => "amqp-0-9-1",
+            Family::Mqtt => "mqtt-3.1.1",
+        }
+    }
+
+    /// The key of an import's `source` that names a dataset of a source read as messages by a
+    /// cursor (a table of such a source is read that way too); `None` for the others.
+    pub fn message_noun(self) -> Option<&'static str> {
+        match self {
+            Family::Kafka | Family::Mqtt => Some("topic"),
+            Family::Nats => Some("stream"),
+            Family::Amqp => Some("queue"),
+            Family::Redis => Some("key_pattern"),
+            Family::Postgres
+            | Family::Mysql
+            | Family::Sqlite
+            | Family::ObjectStore
+            | Family::SearchEngine
+            | Family::HttpJson
+            | Family::Prometheus => None,
         }
     }
 
@@ -65,12 +95,17 @@ impl Family {
             | Family::HttpJson
             | Family::Prometheus => &[Capability::Sql, Capability::Dsl, Capability::Import],
             Family::SearchEngine => &[Capability::Dsl, Capability::Import],
-            Family::Kafka => &[
+            Family::Kafka | Family::Nats => &[
                 Capability::Sql,
                 Capability::Dsl,
                 Capability::Import,
                 Capability::Stream,
             ],
+            // A snapshot of the keys: SQL and imports, nothing to follow.
+            Family::Redis => &[Capability::Sql, Capability::Dsl, Capability::Import],
+            // Reading a queue consumes it, and a topic filter keeps no history (only retained
+            // messages): both are imported and followed, never queried in place.
+            Family::Amqp | Family::Mqtt => &[Capability::Import, Capability::Stream],
         }
     }
 }
@@ -160,6 +195,9 @@ const WAREHOUSE: &str = "data warehouse";
 const TIME_SERIES: &str = "time series";
 const STREAMING: &str = "streaming database";
 const STREAMING_PLATFORM: &str = "streaming";
+const CACHE: &str = "key-value store";
+const QUEUE: &str = "message queue";
+const IOT: &str = "iot messaging";
 
 const fn metrics(id: &'static str, name: &'static str, description: &'static str) -> Connector {
     Connector {
@@ -243,6 +281,27 @@ pub const CONNECTORS: &[Connector] = &[
     wire("amazon_msk", "Amazon MSK", STREAMING_PLATFORM, "Topics of an Amazon MSK cluster (SASL/SCRAM)", Family::Kafka, 9096),
     wire("aiven_kafka", "Aiven for Apache Kafka", STREAMING_PLATFORM, "Topics of an Aiven Kafka service", Family::Kafka, 9092),
     wire("warpstream", "WarpStream", STREAMING_PLATFORM, "Topics of a WarpStream cluster (Kafka API)", Family::Kafka, 9092),
+    // NATS JetStream.
+    wire("nats", "NATS JetStream", STREAMING_PLATFORM, "Streams of a NATS server with JetStream", Family::Nats, 4222),
+    // The Redis protocol.
+    wire("redis", "Redis", CACHE, "Keys of a Redis server (strings, hashes, lists, sets, sorted sets)", Family::Redis, 6379),
+    wire("valkey", "Valkey", CACHE, "Keys of a Valkey server (Redis protocol)", Family::Redis, 6379),
+    wire("keydb", "KeyDB", CACHE, "Keys of a KeyDB server (Redis protocol)", Family::Redis, 6379),
+    wire("dragonfly", "Dragonfly", CACHE, "Keys of a Dragonfly server (Redis protocol)", Family::Redis, 6379),
+    wire("elasticache_redis", "Amazon ElastiCache for Redis", CACHE, "Keys of an ElastiCache (Redis OSS or Valkey) node", Family::Redis, 6379),
+    wire("memorystore_redis", "Google Memorystore for Redis", CACHE, "Keys of a Memorystore for Redis instance", Family::Redis, 6379),
+    wire("azure_cache_redis", "Azure Cache for Redis", CACHE, "Keys of an Azure Cache for Redis instance (TLS)", Family::Redis, 6380),
+    wire("upstash_redis", "Upstash Redis", CACHE, "Keys of an Upstash Redis database (TLS)", Family::Redis, 6379),
+    // AMQP 0-9-1.
+    wire("rabbitmq", "RabbitMQ", QUEUE, "Queues of a RabbitMQ broker (AMQP 0-9-1)", Family::Amqp, 5672),
+    wire("cloudamqp", "CloudAMQP", QUEUE, "Queues of a CloudAMQP instance", Family::Amqp, 5672),
+    wire("lavinmq", "LavinMQ", QUEUE, "Queues of a LavinMQ broker (AMQP 0-9-1)", Family::Amqp, 5672),
+    // MQTT.
+    wire("mosquitto", "Eclipse Mosquitto", IOT, "Topics of a Mosquitto MQTT broker", Family::Mqtt, 1883),
+    wire("emqx", "EMQX", IOT, "Topics of an EMQX MQTT broker", Family::Mqtt, 1883),
+    wire("hivemq", "HiveMQ", IOT, "Topics of a HiveMQ MQTT broker", Family::Mqtt, 1883),
+    wire("vernemq", "VerneMQ", IOT, "Topics of a VerneMQ MQTT broker", Family::Mqtt, 1883),
+    wire("nanomq", "NanoMQ", IOT, "Topics of a NanoMQ MQTT broker", Family::Mqtt, 1883),
     // The Prometheus query API.
     metrics("prometheus", "Prometheus", "Metrics of a Prometheus server"),
     metrics("thanos", "Thanos", "Metrics of a Thanos Query (Prometheus API)"),
@@ -306,7 +365,13 @@ mod tests {
     fn every_wire_type_has_a_port_and_every_file_type_a_scheme() {
         for c in CONNECTORS {
             match c.family {
-                Family::Postgres | Family::Mysql | Family::Kafka => {
+                Family::Postgres
+                | Family::Mysql
+                | Family::Kafka
+                | Family::Nats
+                | Family::Redis
+                | Family::Amqp
+                | Family::Mqtt => {
                     assert!(c.default_port > 0, "{}", c.id)
                 }
                 Family::ObjectStore

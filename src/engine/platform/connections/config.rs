@@ -98,6 +98,37 @@ const PROMETHEUS: &[Key] = &[
     key("step", Kind::Text, false, false),
 ];
 
+/// NATS, Redis, AMQP and MQTT: a URL of the server, credentials beside it (never in it).
+const BROKER: &[Key] = &[
+    key("url", Kind::Text, true, false),
+    key("username", Kind::Text, false, false),
+    key("password", Kind::Text, false, true),
+];
+
+/// Messages (NATS) or keys (Redis) one SQL read in place takes at most.
+const MAX_RECORDS: &[Key] = &[key("max_records", Kind::Count, false, false)];
+
+const NATS: &[Key] = &[key("token", Kind::Text, false, true)];
+
+/// The queues an AMQP connection lists as its datasets (AMQP itself cannot list them),
+/// separated by commas.
+const AMQP: &[Key] = &[key("queues", Kind::Text, false, false)];
+
+/// The MQTT client id an import job's session is named by: `<client_id>-<job>`.
+const MQTT: &[Key] = &[key("client_id", Kind::Text, false, false)];
+
+/// The URL schemes the `url` of a broker family may have.
+pub fn broker_schemes(family: Family) -> &'static [&'static str] {
+    match family {
+        Family::Nats => &["nats", "tls"],
+        Family::Redis => &["redis", "rediss"],
+        // lapin is built without TLS (docs/adr/0008): no amqps.
+        Family::Amqp => &["amqp"],
+        Family::Mqtt => &["mqtt", "mqtts"],
+        _ => &[],
+    }
+}
+
 /// The keys `family` takes.
 fn keys(family: Family) -> Vec<Key> {
     match family {
@@ -109,6 +140,10 @@ fn keys(family: Family) -> Vec<Key> {
         Family::HttpJson => HTTP.to_vec(),
         Family::Kafka => KAFKA.to_vec(),
         Family::Prometheus => PROMETHEUS.to_vec(),
+        Family::Nats => [BROKER, NATS, MAX_RECORDS].concat(),
+        Family::Redis => [BROKER, MAX_RECORDS].concat(),
+        Family::Amqp => [BROKER, AMQP].concat(),
+        Family::Mqtt => [BROKER, MQTT].concat(),
     }
 }
 
@@ -140,6 +175,14 @@ impl Checked {
         all.extend(self.secrets.clone());
         all
     }
+}
+
+/// The text of a connection's config key `key`, when given and not empty.
+pub fn text<'a>(config: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
+    config
+        .get(key)
+        .and_then(Value::as_str)
+        .filter(|text| !text.is_empty())
 }
 
 fn invalid(key: &str, message: &str) -> Error {
@@ -249,6 +292,31 @@ fn check_family(connector: &Connector, checked: &Checked) -> Result<()> {
                 true => Ok(()),
                 false => Err(invalid("url", "must be an http:// or https:// URL")),
             }
+        }
+        Family::Nats | Family::Redis | Family::Amqp | Family::Mqtt => {
+            let url = text("url").unwrap_or_default();
+            let schemes = broker_schemes(connector.family);
+            let Some((scheme, rest)) = url.split_once("://") else {
+                return Err(invalid(
+                    "url",
+                    &format!("must be a URL ({}://host:port)", schemes.join(":// or ")),
+                ));
+            };
+            if !schemes.contains(&scheme) {
+                return Err(invalid(
+                    "url",
+                    &format!("must be a {} URL, not {scheme}://", schemes.join(" or ")),
+                ));
+            }
+            // Credentials in the URL would be kept and shown in clear.
+            let authority = rest.split(['/', '?']).next().unwrap_or_default();
+            if authority.contains('@') {
+                return Err(invalid(
+                    "url",
+                    "must not carry credentials: give username and password (sealed at rest)",
+                ));
+            }
+            Ok(())
         }
         Family::Sqlite => match text("path") {
             Some(path) if path.starts_with('/') => Ok(()),

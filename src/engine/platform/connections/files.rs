@@ -25,6 +25,7 @@ use object_store::{ObjectStore, path::Path, prefix::PrefixStore};
 use serde_json::{Map, Value};
 use strata_projections::control::StorageBinding;
 
+use super::config::text;
 use super::source::{Source, failure, failure_text};
 use crate::error::{Error, Result};
 
@@ -40,10 +41,6 @@ pub struct Files {
     /// `strata-source://<connection key>/`: where the store is registered with DataFusion.
     base: String,
     format: Option<String>,
-}
-
-fn text<'a>(config: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
-    config.get(key).and_then(Value::as_str)
 }
 
 /// The format a file's name says (`None` for another extension).

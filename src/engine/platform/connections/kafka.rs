@@ -17,7 +17,11 @@ use rdkafka::{
 };
 use serde_json::{Map, Value, json};
 
-use super::source::{Source, failure_text};
+use super::{
+    config::text,
+    messages::{Batch, Messages, Reader},
+    source::{Source, failure_text},
+};
 use crate::error::{Error, Result};
 
 /// How long a request to the brokers may take.
@@ -30,10 +34,6 @@ const MAX_RECORDS: u64 = 100_000;
 pub struct Kafka {
     config: ClientConfig,
     max_records: u64,
-}
-
-fn text<'a>(config: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
-    config.get(key).and_then(Value::as_str)
 }
 
 /// A failure of the brokers at `stage`.
@@ -245,6 +245,75 @@ impl Kafka {
     }
 }
 
+/// An import's reading of a topic: from each partition's next offset (the cursor
+/// `{"offsets": {"<partition>": <next offset>}}`; a partition it does not name from its start).
+/// Record ids are `<job>-<partition>-<offset>`.
+struct TopicReader<'a> {
+    kafka: &'a Kafka,
+    topic: String,
+    job: String,
+    offsets: BTreeMap<i32, i64>,
+}
+
+#[async_trait]
+impl Messages for Kafka {
+    fn prefix(&self) -> &'static str {
+        "kafka"
+    }
+
+    async fn reader(&self, name: &str, job: &str, cursor: &Value) -> Result<Box<dyn Reader + '_>> {
+        if !self.topics().await?.iter().any(|(topic, _)| topic == name) {
+            return Err(Error::DatasetNotFound(name.to_owned()));
+        }
+        let offsets = cursor["offsets"]
+            .as_object()
+            .map(|offsets| {
+                offsets
+                    .iter()
+                    .filter_map(|(p, o)| Some((p.parse().ok()?, o.as_i64()?)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Box::new(TopicReader {
+            kafka: self,
+            topic: name.to_owned(),
+            job: job.to_owned(),
+            offsets,
+        }))
+    }
+}
+
+#[async_trait]
+impl Reader for TopicReader<'_> {
+    async fn next(&mut self, max: usize, wait: Duration) -> Result<Batch> {
+        let read = self
+            .kafka
+            .read_from(&self.topic, &self.offsets, max, wait)
+            .await?;
+        let mut rows = read.rows;
+        for row in &mut rows {
+            let (Some(partition), Some(offset)) =
+                (row["_partition"].as_i64(), row["_offset"].as_i64())
+            else {
+                continue;
+            };
+            let next = self.offsets.entry(partition as i32).or_insert(0);
+            *next = (*next).max(offset + 1);
+            row["_id"] = json!(format!("{}-{partition}-{offset}", self.job));
+        }
+        let offsets: Map<String, Value> = self
+            .offsets
+            .iter()
+            .map(|(p, o)| (p.to_string(), json!(o)))
+            .collect();
+        Ok(Batch {
+            at_end: rows.is_empty() && read.from_end,
+            rows,
+            cursor: json!({"offsets": offsets}),
+        })
+    }
+}
+
 /// Runs blocking work of the Kafka client off the async threads.
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T> + Send + 'static,
@@ -295,7 +364,7 @@ impl Source for Kafka {
         Ok(names)
     }
 
-    fn kafka(&self) -> Option<&Kafka> {
+    fn messages(&self) -> Option<&dyn Messages> {
         Some(self)
     }
 

@@ -10,7 +10,10 @@ use async_trait::async_trait;
 use datafusion::{catalog::TableProvider, execution::SessionState};
 use serde_json::{Map, Value, json};
 
-use super::source::{Source, failure_text, refused};
+use super::{
+    config::text,
+    source::{Source, failure_text, refused},
+};
 use crate::error::{Error, Result};
 
 /// An opened Prometheus query API.
@@ -25,10 +28,6 @@ pub struct PromApi {
 enum Auth {
     Basic(String, Option<String>),
     Bearer(String),
-}
-
-fn text<'a>(config: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
-    config.get(key).and_then(Value::as_str)
 }
 
 /// A duration as Prometheus writes them: a number and one unit of `ms`, `s`, `m`, `h`, `d`,

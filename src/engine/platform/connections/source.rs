@@ -12,11 +12,16 @@ use datafusion::{catalog::TableProvider, execution::SessionState};
 use serde_json::{Map, Value};
 
 use super::{
+    amqp::Amqp,
     catalogue::{Connector, Family},
     files::Files,
     http_json::HttpJson,
     kafka::Kafka,
+    messages::Messages,
+    mqtt::Mqtt,
+    nats::Nats,
     prometheus::PromApi,
+    redis_keys::RedisKeys,
     search_engine::SearchEngine,
     wire::Wire,
 };
@@ -54,9 +59,9 @@ pub trait Source: Send + Sync {
         None
     }
 
-    /// The source as a Kafka-protocol cluster, when it is one (imports read its topics by
-    /// offset).
-    fn kafka(&self) -> Option<&Kafka> {
+    /// The source as messages read by a cursor, when it is one (imports read its topics,
+    /// streams, queues or key sets that way).
+    fn messages(&self) -> Option<&dyn Messages> {
         None
     }
 }
@@ -79,6 +84,10 @@ pub async fn open(
             Family::HttpJson => Arc::new(HttpJson::open(config)?),
             Family::Kafka => Arc::new(Kafka::open(config).await?),
             Family::Prometheus => Arc::new(PromApi::open(config).await?),
+            Family::Nats => Arc::new(Nats::open(config).await?),
+            Family::Redis => Arc::new(RedisKeys::open(config).await?),
+            Family::Amqp => Arc::new(Amqp::open(connector, config).await?),
+            Family::Mqtt => Arc::new(Mqtt::open(connector, config, key).await?),
         })
     };
     match tokio::time::timeout(OPEN_TIMEOUT, opening).await {

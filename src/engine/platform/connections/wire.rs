@@ -32,6 +32,7 @@ use serde_json::{Map, Value};
 
 use super::{
     catalogue::{Connector, Family},
+    config::text,
     source::{Source, failure},
 };
 use crate::error::{Error, Result};
@@ -47,10 +48,6 @@ pub struct Wire {
     pool: Pool,
     /// The schema whose tables go by their bare names (PostgreSQL) or the database (MySQL).
     schema: String,
-}
-
-fn text<'a>(config: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
-    config.get(key).and_then(Value::as_str)
 }
 
 fn flag(config: &Map<String, Value>, key: &str) -> Option<bool> {
@@ -106,7 +103,11 @@ fn params(connector: &Connector, config: &Map<String, Value>) -> HashMap<String,
         | Family::SearchEngine
         | Family::HttpJson
         | Family::Kafka
-        | Family::Prometheus => {}
+        | Family::Prometheus
+        | Family::Nats
+        | Family::Redis
+        | Family::Amqp
+        | Family::Mqtt => {}
     }
     params
 }
@@ -164,7 +165,11 @@ impl Wire {
             | Family::SearchEngine
             | Family::HttpJson
             | Family::Kafka
-            | Family::Prometheus => Err(Error::Internal(format!(
+            | Family::Prometheus
+            | Family::Nats
+            | Family::Redis
+            | Family::Amqp
+            | Family::Mqtt => Err(Error::Internal(format!(
                 "a {} source is not a SQL source",
                 connector.id
             ))),

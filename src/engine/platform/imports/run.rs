@@ -13,7 +13,7 @@
 //! source has no more: a table's last record, or a topic's end as it was when the job read it
 //! (and what arrives meanwhile).
 
-use std::{collections::BTreeMap, collections::HashMap, sync::Arc, time::Duration};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use arrow::{
     array::{ArrayRef, RecordBatch, StringArray},
@@ -34,15 +34,20 @@ use super::{ImportSource, progress_of};
 use crate::{
     documents::ID_FIELD,
     engine::{
-        Action, DEFAULT_DATABASE, Engine, PlatformPrincipal, connections::sql::classify_source,
-        database_key, ingest::DeleteLimits,
+        Action, DEFAULT_DATABASE, Engine, PlatformPrincipal,
+        connections::{
+            messages::{Messages, Reader, dataset_name},
+            sql::classify_source,
+        },
+        database_key,
+        ingest::DeleteLimits,
     },
     error::{Error, Result},
     query,
 };
 
-/// How long a read of a topic waits for a first record.
-const TOPIC_WAIT: Duration = Duration::from_secs(1);
+/// How long a read of messages waits for a first record.
+const MESSAGE_WAIT: Duration = Duration::from_secs(1);
 
 /// The statement of a job's `source.query`: one query (a connected source is only read).
 pub fn query_statement(ctx: &SessionContext, sql: &str) -> Result<Statement> {
@@ -119,7 +124,6 @@ async fn run_job(engine: Arc<Engine>, job: ImportJob, mut stop: watch::Receiver<
     let mut copy = Copy {
         engine: &engine,
         position: position_of(&job),
-        offsets: offsets_of(&job),
         job,
     };
     let (state, error) = match copy.run(&mut stop).await {
@@ -144,26 +148,11 @@ fn position_of(job: &ImportJob) -> u64 {
         .unwrap_or(0)
 }
 
-/// The next offset of each partition of a topic a job has written up to.
-fn offsets_of(job: &ImportJob) -> BTreeMap<i32, i64> {
-    serde_json::from_str::<Value>(&job.cursor_json)
-        .ok()
-        .and_then(|c| c["offsets"].as_object().cloned())
-        .map(|offsets| {
-            offsets
-                .iter()
-                .filter_map(|(p, o)| Some((p.parse().ok()?, o.as_i64()?)))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// One job's copy: the job as last recorded, and its cursor.
 struct Copy<'a> {
     engine: &'a Engine,
     job: ImportJob,
     position: u64,
-    offsets: BTreeMap<i32, i64>,
 }
 
 impl Copy<'_> {
@@ -193,7 +182,9 @@ impl Copy<'_> {
             }
         }
         let copied = match ImportSource::of_job(&self.job)? {
-            ImportSource::Topic(topic) => self.topic(&principal, &connection, &topic, stop).await,
+            ImportSource::Messages { name, .. } => {
+                self.messages(&principal, &connection, &name, stop).await
+            }
             source => self.rows(&principal, &connection, &source, stop).await,
         };
         engine.record_use(&connection, copied.as_ref().err()).await;
@@ -287,7 +278,9 @@ impl Copy<'_> {
                     .map_err(|e| classify_source(&stage, e))?;
                 DataFrame::new(state, plan)
             }
-            ImportSource::Topic(_) => return Err(Error::Internal("a topic is no table".into())),
+            ImportSource::Messages { .. } => {
+                return Err(Error::Internal("messages are no table".into()));
+            }
         };
         let frame = frame
             .limit(self.position as usize, None)
@@ -314,6 +307,9 @@ impl Copy<'_> {
                 let ids = (first..first + part.num_rows() as u64)
                     .map(|p| format!("{}-{p}", self.job.id))
                     .collect();
+                if self.cancelled() {
+                    return Ok(Ended::Stopped);
+                }
                 let written = self.write(principal, &part, ids).await?;
                 self.position += part.num_rows() as u64;
                 let cursor = json!({"position": self.position});
@@ -324,25 +320,55 @@ impl Copy<'_> {
         }
     }
 
-    /// A topic, from each partition's next offset on: to its end as the reads find it, or
-    /// on and on when the job follows it.
-    async fn topic(
+    /// A dataset read as messages (a topic, a stream, a queue, a key set), from the job's
+    /// cursor on: to the source's end as the reads find it, or on and on when the job follows
+    /// it. Each batch is written, then its cursor recorded, then acknowledged to the source.
+    async fn messages(
         &mut self,
         principal: &PlatformPrincipal,
         connection: &Connection,
-        topic: &str,
+        name: &str,
         stop: &mut watch::Receiver<bool>,
     ) -> Result<Ended> {
         let engine = self.engine;
         let opened = engine.source_of(connection).await?;
-        let kafka = opened.kafka().ok_or_else(|| {
+        let source = opened.messages().ok_or_else(|| {
             Error::BadRequest(format!(
-                "connection {:?} is not a Kafka-protocol source",
+                "connection {:?} is not read as messages",
                 connection.name
             ))
         })?;
-        // The right first: a user who may not read the topic learns nothing of it.
-        engine.read_source(principal, Action::RecordRead, &connection.name, topic, &[])?;
+        // The right first: a user who may not read the dataset learns nothing of it.
+        engine.read_source(principal, Action::RecordRead, &connection.name, name, &[])?;
+        let gone = |error| super::super::connections::sql::no_dataset(connection, error);
+        let cursor: Value = serde_json::from_str(&self.job.cursor_json).unwrap_or(Value::Null);
+        let mut reader = source
+            .reader(name, &self.job.id, &cursor)
+            .await
+            .map_err(gone)?;
+        let ended = self
+            .read_messages(principal, connection, name, source, reader.as_mut(), stop)
+            .await;
+        // Over, however it ended here (a node that stops aborts the task before this point).
+        if let Err(error) = reader.end().await {
+            tracing::warn!(job = %self.job.id, %error, "the source kept what it held for the job");
+        }
+        ended.map_err(gone)
+    }
+
+    /// The loop of [`Copy::messages`]: batches until the source's end (when the job does not
+    /// follow) or until the job is stopped.
+    async fn read_messages(
+        &mut self,
+        principal: &PlatformPrincipal,
+        connection: &Connection,
+        name: &str,
+        source: &dyn Messages,
+        reader: &mut (dyn Reader + '_),
+        stop: &mut watch::Receiver<bool>,
+    ) -> Result<Ended> {
+        let engine = self.engine;
+        let mut cursor: Value = serde_json::from_str(&self.job.cursor_json).unwrap_or(Value::Null);
         let batch_rows = engine.config().imports.batch_rows.max(1);
         let ctx = query::session(&engine.queries);
         loop {
@@ -350,34 +376,34 @@ impl Copy<'_> {
                 return Ok(Ended::Stopped);
             }
             let read = tokio::select! {
-                read = kafka.read_from(topic, &self.offsets, batch_rows, TOPIC_WAIT) => read,
+                read = reader.next(batch_rows, MESSAGE_WAIT) => read?,
                 _ = stop.changed() => return Ok(Ended::Stopped),
-            }
-            .map_err(|error| super::super::connections::sql::no_dataset(connection, error))?;
+            };
             if read.rows.is_empty() {
-                match self.job.follow || !read.from_end {
-                    true => continue,
-                    false => return Ok(Ended::Done),
+                if read.cursor != cursor && !read.cursor.is_null() {
+                    let empty = RecordBatch::new_empty(Arc::new(Schema::empty()));
+                    if !self.advance(&empty, 0, read.cursor.clone()).await? {
+                        return Ok(Ended::Stopped);
+                    }
+                    cursor = read.cursor;
+                }
+                match read.at_end && !self.job.follow {
+                    true => return Ok(Ended::Done),
+                    false => continue,
                 }
             }
             let ids: Vec<String> = read
                 .rows
                 .iter()
-                .map(|row| format!("{}-{}-{}", self.job.id, row["_partition"], row["_offset"]))
+                .map(|row| row[ID_FIELD].as_str().unwrap_or_default().to_owned())
                 .collect();
-            for row in &read.rows {
-                if let (Some(p), Some(o)) = (row["_partition"].as_i64(), row["_offset"].as_i64()) {
-                    let next = self.offsets.entry(p as i32).or_insert(0);
-                    *next = (*next).max(o + 1);
-                }
-            }
             let rows = super::super::connections::kafka::with_fields(read.rows);
-            let table = super::super::connections::http_json::table_of(topic, &rows)?;
+            let table = super::super::connections::http_json::table_of(name, &rows)?;
             let table = engine.viewed_table(
                 &ctx,
                 principal,
                 connection,
-                topic,
+                name,
                 table,
                 Action::RecordRead,
             )?;
@@ -392,24 +418,30 @@ impl Copy<'_> {
                 &kept,
             )
             .map_err(|e| Error::Internal(e.to_string()))?;
-            let ids = kept_ids(&batch, &self.job.id).unwrap_or(ids);
-            let batch = with_record_names(&batch)?;
+            let batch = with_record_names(&batch, source.prefix())?;
+            // Cancelled while the batch was read: it is neither written nor acknowledged.
+            if self.cancelled() {
+                return Ok(Ended::Stopped);
+            }
             let written = match batch.num_rows() {
                 0 => 0,
                 _ => self.write(principal, &batch, ids).await?,
             };
-            let offsets: serde_json::Map<String, Value> = self
-                .offsets
-                .iter()
-                .map(|(p, o)| (p.to_string(), json!(o)))
-                .collect();
-            if !self
-                .advance(&batch, written, json!({"offsets": offsets}))
-                .await?
-            {
+            if !self.advance(&batch, written, read.cursor.clone()).await? {
                 return Ok(Ended::Stopped);
             }
+            cursor = read.cursor;
+            reader.acknowledge().await?;
         }
+    }
+
+    /// Whether the job was cancelled or removed since the runner last looked (it tells the task
+    /// at its next tick; a batch read meanwhile is not written).
+    fn cancelled(&self) -> bool {
+        self.engine
+            .imports_state()
+            .import(&self.job.account, &self.job.id)
+            .is_none_or(ImportJob::finished)
     }
 
     /// Writes `batch` to the job's dataset with the record ids `ids` (unless it has an `_id`
@@ -445,48 +477,17 @@ impl Copy<'_> {
     }
 }
 
-/// The record ids of a topic's records kept by a reader's filter, from their `_partition` and
-/// `_offset` columns (`None` when the filter's view left those out).
-fn kept_ids(batch: &RecordBatch, job: &str) -> Option<Vec<String>> {
-    use arrow::array::AsArray;
-    let cast = |name: &str| {
-        let column = batch.column_by_name(name)?;
-        arrow::compute::cast(column, &DataType::Int64).ok()
-    };
-    let (partitions, offsets) = (cast("_partition")?, cast("_offset")?);
-    let (partitions, offsets) = (
-        partitions.as_primitive::<arrow::datatypes::Int64Type>(),
-        offsets.as_primitive::<arrow::datatypes::Int64Type>(),
-    );
-    Some(
-        (0..batch.num_rows())
-            .map(|i| format!("{job}-{}-{}", partitions.value(i), offsets.value(i)))
-            .collect(),
-    )
-}
-
-/// The columns a topic's records have in a dataset, for those whose source names begin with
-/// `_` (no field of a dataset may): the record's time is its `@timestamp`, its place and key
-/// are under `kafka.`.
-const RECORD_NAMES: &[(&str, &str)] = &[
-    ("_timestamp", "@timestamp"),
-    ("_partition", "kafka.partition"),
-    ("_offset", "kafka.offset"),
-    ("_key", "kafka.key"),
-];
-
-/// `batch` with its records' columns named as in a dataset ([`RECORD_NAMES`]).
-fn with_record_names(batch: &RecordBatch) -> Result<RecordBatch> {
+/// `batch` with the columns of a message's place named as in a dataset (no field of a dataset
+/// may begin with `_`: `_offset` becomes `<prefix>.offset`, `_timestamp` `@timestamp`).
+fn with_record_names(batch: &RecordBatch, prefix: &str) -> Result<RecordBatch> {
     let fields: Vec<Arc<Field>> = batch
         .schema()
         .fields()
         .iter()
-        .map(
-            |field| match RECORD_NAMES.iter().find(|(from, _)| field.name() == from) {
-                Some((_, to)) => Arc::new(field.as_ref().clone().with_name(*to)),
-                None => field.clone(),
-            },
-        )
+        .map(|field| match dataset_name(prefix, field.name()) {
+            Some(name) => Arc::new(field.as_ref().clone().with_name(name)),
+            None => field.clone(),
+        })
         .collect();
     RecordBatch::try_new(Arc::new(Schema::new(fields)), batch.columns().to_vec())
         .map_err(|e| Error::Internal(format!("an import batch: {e}")))
@@ -534,9 +535,6 @@ mod tests {
     fn cursors_are_read_back() {
         assert_eq!(position_of(&job("")), 0);
         assert_eq!(position_of(&job(r#"{"position": 42}"#)), 42);
-        let offsets = offsets_of(&job(r#"{"offsets": {"0": 5, "2": 9}}"#));
-        assert_eq!(offsets, BTreeMap::from([(0, 5), (2, 9)]));
-        assert!(offsets_of(&job("")).is_empty());
     }
 
     #[test]
@@ -548,7 +546,7 @@ mod tests {
     }
 
     #[test]
-    fn topic_ids_follow_the_rows_kept() {
+    fn a_record_s_place_is_named_as_in_a_dataset() {
         let schema = Arc::new(Schema::new(vec![
             Field::new("_partition", DataType::Int64, false),
             Field::new("_offset", DataType::Int64, false),
@@ -561,13 +559,9 @@ mod tests {
             ],
         )
         .unwrap();
-        assert_eq!(
-            kept_ids(&batch, "j").unwrap(),
-            vec!["j-0-7".to_owned(), "j-1-3".to_owned()]
-        );
         let with = with_ids(&batch, vec!["x".into(), "y".into()]).unwrap();
         assert_eq!(with.schema().field(2).name(), ID_FIELD);
-        let named = with_record_names(&batch).unwrap();
+        let named = with_record_names(&batch, "kafka").unwrap();
         assert_eq!(named.schema().field(0).name(), "kafka.partition");
         assert_eq!(named.schema().field(1).name(), "kafka.offset");
     }
