@@ -260,6 +260,13 @@ fn record_ids(id: Option<&ArrayRef>, rows: usize) -> Result<(ArrayRef, bool)> {
     Ok((ids, true))
 }
 
+/// Whether the ids of a batch may name records the dataset holds (which the batch replaces).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ids {
+    MayExist,
+    New,
+}
+
 /// The live rows of `snapshot` whose record ids are among `ids`.
 async fn rows_of_ids(snapshot: Arc<TableSnapshot>, ids: &StringArray) -> Result<RoaringTreemap> {
     let docs = snapshot
@@ -282,6 +289,32 @@ impl Engine {
         name: &str,
         batch: &RecordBatch,
         origin: &Origin,
+    ) -> Result<u64> {
+        self.ingest_records(principal, name, batch, origin, Ids::MayExist)
+            .await
+    }
+
+    /// [`Engine::ingest_batch`] of records whose ids the caller knows name no record of the
+    /// dataset yet (an import's records beyond what it may have written before): the lookup
+    /// of the records they would replace, a search of every id, is left out.
+    pub(in crate::engine) async fn ingest_new_records(
+        &self,
+        principal: &PlatformPrincipal,
+        name: &str,
+        batch: &RecordBatch,
+        origin: &Origin,
+    ) -> Result<u64> {
+        self.ingest_records(principal, name, batch, origin, Ids::New)
+            .await
+    }
+
+    async fn ingest_records(
+        &self,
+        principal: &PlatformPrincipal,
+        name: &str,
+        batch: &RecordBatch,
+        origin: &Origin,
+        given: Ids,
     ) -> Result<u64> {
         check_name(name)?;
         self.authorize_write(principal, name)?;
@@ -327,9 +360,11 @@ impl Engine {
                 continue;
             }
             let snapshot = permit.snapshot();
-            let replaced = match named {
-                true => rows_of_ids(snapshot.clone(), ids.as_string::<i32>()).await?,
-                false => RoaringTreemap::new(),
+            let replaced = match (named, given) {
+                (true, Ids::MayExist) => {
+                    rows_of_ids(snapshot.clone(), ids.as_string::<i32>()).await?
+                }
+                _ => RoaringTreemap::new(),
             };
             let body = Body::RowsAppended(RowsAppended {
                 table_id: def.id.clone(),

@@ -124,6 +124,7 @@ async fn run_job(engine: Arc<Engine>, job: ImportJob, mut stop: watch::Receiver<
     let mut copy = Copy {
         engine: &engine,
         position: position_of(&job),
+        new_from: new_from(&job),
         job,
     };
     let (state, error) = match copy.run(&mut stop).await {
@@ -148,11 +149,25 @@ fn position_of(job: &ImportJob) -> u64 {
         .unwrap_or(0)
 }
 
+/// Where a table's or a query's records are known new when `job` is taken up again: past its
+/// cursor and the batch written after it, of at most the size the cursor gives (unknown: no
+/// record is taken as new).
+fn new_from(job: &ImportJob) -> u64 {
+    let cursor = serde_json::from_str::<Value>(&job.cursor_json).unwrap_or(Value::Null);
+    match cursor["batch"].as_u64() {
+        Some(batch) => position_of(job).saturating_add(batch),
+        None => u64::MAX,
+    }
+}
+
 /// One job's copy: the job as last recorded, and its cursor.
 struct Copy<'a> {
     engine: &'a Engine,
     job: ImportJob,
     position: u64,
+    /// The position of a table's or a query's records from which none was written before
+    /// (their ids name no record yet: no lookup of the records they would replace).
+    new_from: u64,
 }
 
 impl Copy<'_> {
@@ -170,10 +185,12 @@ impl Copy<'_> {
                 ))
             })?;
         if self.job.state == "queued" {
-            match self
-                .record(progress_of(&self.job, "running", String::new()))
-                .await?
-            {
+            // Nothing written yet: every record is new. The cursor says how large a batch
+            // this run writes, for a run that takes the job up after a stop.
+            let mut running = progress_of(&self.job, "running", String::new());
+            running.cursor_json = self.cursor().to_string();
+            self.new_from = 0;
+            match self.record(running).await? {
                 true => {}
                 false => return Ok(Ended::Stopped),
             }
@@ -310,10 +327,10 @@ impl Copy<'_> {
                 if self.cancelled() {
                     return Ok(Ended::Stopped);
                 }
-                let written = self.write(principal, &part, ids).await?;
+                let new = first >= self.new_from;
+                let written = self.write(principal, &part, ids, new).await?;
                 self.position += part.num_rows() as u64;
-                let cursor = json!({"position": self.position});
-                if !self.advance(&part, written, cursor).await? {
+                if !self.advance(&part, written, self.cursor()).await? {
                     return Ok(Ended::Stopped);
                 }
             }
@@ -425,7 +442,7 @@ impl Copy<'_> {
             }
             let written = match batch.num_rows() {
                 0 => 0,
-                _ => self.write(principal, &batch, ids).await?,
+                _ => self.write(principal, &batch, ids, false).await?,
             };
             if !self.advance(&batch, written, read.cursor.clone()).await? {
                 return Ok(Ended::Stopped);
@@ -444,22 +461,42 @@ impl Copy<'_> {
             .is_none_or(ImportJob::finished)
     }
 
+    /// The cursor of a table or a query after the records written: their count, and the
+    /// largest batch this run writes (a batch written after the cursor was recorded is at
+    /// most that large).
+    fn cursor(&self) -> Value {
+        let batch_rows = self.engine.config().imports.batch_rows.max(1);
+        json!({"position": self.position, "batch": batch_rows})
+    }
+
     /// Writes `batch` to the job's dataset with the record ids `ids` (unless it has an `_id`
-    /// column of its own); the Arrow bytes written.
+    /// column of its own); the Arrow bytes written. `new`: the job's ids of these records
+    /// were never written before (their replacements are not looked up).
     async fn write(
         &self,
         principal: &PlatformPrincipal,
         batch: &RecordBatch,
         ids: Vec<String>,
+        new: bool,
     ) -> Result<u64> {
-        let batch = match batch.schema().column_with_name(ID_FIELD) {
-            Some(_) => batch.clone(),
-            None => with_ids(batch, ids)?,
+        let (batch, new) = match batch.schema().column_with_name(ID_FIELD) {
+            Some(_) => (batch.clone(), false),
+            None => (with_ids(batch, ids)?, new),
         };
         let origin = principal.origin(&self.job.id);
-        self.engine
-            .ingest_batch(principal, &self.job.dataset, &batch, &origin)
-            .await?;
+        let dataset = &self.job.dataset;
+        match new {
+            true => {
+                self.engine
+                    .ingest_new_records(principal, dataset, &batch, &origin)
+                    .await?
+            }
+            false => {
+                self.engine
+                    .ingest_batch(principal, dataset, &batch, &origin)
+                    .await?
+            }
+        };
         Ok(batch.get_array_memory_size() as u64)
     }
 
@@ -535,6 +572,10 @@ mod tests {
     fn cursors_are_read_back() {
         assert_eq!(position_of(&job("")), 0);
         assert_eq!(position_of(&job(r#"{"position": 42}"#)), 42);
+        // A batch of at most 10 may follow the cursor unrecorded: its records are looked up.
+        assert_eq!(new_from(&job(r#"{"position": 42, "batch": 10}"#)), 52);
+        assert_eq!(new_from(&job(r#"{"position": 42}"#)), u64::MAX);
+        assert_eq!(new_from(&job("")), u64::MAX);
     }
 
     #[test]
