@@ -1258,6 +1258,21 @@ async fn import(root: &Signed, source_type: &str, doc: Value) -> String {
     started.body["job_id"].as_str().unwrap().to_owned()
 }
 
+/// Import `job` once it has written some records and not all `total`: the server is killed
+/// (kill -9) there, and the job is asserted to have been running.
+async fn killed_midway(root: &Signed, server: &mut Server, job: &str, total: u64) {
+    let midway = job_when(root, job, |job| {
+        job["records_written"].as_u64().is_some_and(|n| n > 0) || finished(job)
+    })
+    .await;
+    server.kill9();
+    assert_eq!(midway["state"], "running", "{midway}");
+    assert!(
+        midway["records_written"].as_u64().unwrap() < total,
+        "{midway}"
+    );
+}
+
 fn finished(job: &Value) -> bool {
     matches!(
         job["state"].as_str(),
@@ -1485,14 +1500,7 @@ async fn an_import_killed_midway_resumes_with_no_record_twice() {
     let root = Signed::new(&server, &credentials);
     let id = connect_readings(&root, &pg).await;
     let job = import_readings(&root, &id).await;
-    let midway = job_when(&root, &job, |job| {
-        job["records_written"].as_u64().is_some_and(|n| n > 0) || finished(job)
-    })
-    .await;
-    server.kill9();
-    assert_eq!(midway["state"], "running", "{midway}");
-    let before = midway["records_written"].as_u64().unwrap();
-    assert!(before < ROWS, "{midway}");
+    killed_midway(&root, &mut server, &job, ROWS).await;
 
     let server = Server::start(dir.path(), &flags);
     let root = Signed::new(&server, &credentials);

@@ -347,16 +347,7 @@ async fn an_amqp_import_killed_midway_resumes_with_every_message_once() {
         json!({"connection_id": id, "source": {"queue": queue}, "dataset": "big"}),
     )
     .await;
-    let midway = job_when(&root, &job, |job| {
-        job["records_written"].as_u64().is_some_and(|n| n > 0) || finished(job)
-    })
-    .await;
-    server.kill9();
-    assert_eq!(midway["state"], "running", "{midway}");
-    assert!(
-        midway["records_written"].as_u64().unwrap() < MESSAGES,
-        "{midway}"
-    );
+    killed_midway(&root, &mut server, &job, MESSAGES).await;
 
     // The broker delivers again what was not acknowledged; the ids make those copies one.
     let server = Server::start(dir.path(), &flags);

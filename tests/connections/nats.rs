@@ -266,16 +266,7 @@ async fn a_nats_stream_is_imported_resumed_after_a_kill_and_followed_until_cance
         json!({"connection_id": id, "source": {"stream": stream}, "dataset": "clicks"}),
     )
     .await;
-    let midway = job_when(&root, &once, |job| {
-        job["records_written"].as_u64().is_some_and(|n| n > 0) || finished(job)
-    })
-    .await;
-    server.kill9();
-    assert_eq!(midway["state"], "running", "{midway}");
-    assert!(
-        midway["records_written"].as_u64().unwrap() < MESSAGES,
-        "{midway}"
-    );
+    killed_midway(&root, &mut server, &once, MESSAGES).await;
     let server = Server::start(dir.path(), &flags);
     let root = Signed::new(&server, &credentials);
     let done = job_when(&root, &once, finished).await;
