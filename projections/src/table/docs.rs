@@ -25,10 +25,14 @@ use arrow::{
     array::{Array, ArrayRef, AsArray, RecordBatch},
     datatypes::{DataType, Float64Type, Int64Type, TimeUnit, TimestampMillisecondType},
 };
+use roaring::RoaringTreemap;
 use tantivy::{
-    DateTime, Index, IndexReader, IndexSettings, IndexWriter, Searcher, TantivyDocument,
+    BitSet, DateTime, Index, IndexBuilder, IndexReader, IndexSettings, IndexWriter, Searcher,
+    SegmentReader, TantivyDocument,
     columnar::Column,
-    directory::RamDirectory,
+    directory::{Directory, MmapDirectory, OwnedBytes, RamDirectory},
+    fastfield::{AliveBitSet, write_alive_bitset},
+    indexer::merge_filtered_segments,
     schema::{
         FAST, Field, IndexRecordOption, JsonObjectOptions, OwnedValue, Schema, TextFieldIndexing,
         TextOptions,
@@ -281,31 +285,121 @@ impl DocsSchema {
     /// from the memtable.
     pub(crate) fn build_in_dir(&self, dir: &Path, batch: &RecordBatch) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(index_error)?;
-        let index = Index::create_in_dir(dir, self.schema.clone()).map_err(index_error)?;
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         // Below a few thousand records a second thread costs more than it saves.
-        let threads = match batch.num_rows() {
-            n if n < 10_000 => 1,
-            _ => cores.clamp(1, 4),
-        };
-        self.write(&index, batch, threads)
+        if batch.num_rows() < 10_000 || cores == 1 {
+            let directory = MmapDirectory::open(dir).map_err(index_error)?;
+            self.write_one_segment(directory, batch)?;
+            return Ok(());
+        }
+        let index = Index::create_in_dir(dir, self.schema.clone()).map_err(index_error)?;
+        self.write(&index, batch, cores.clamp(1, 4))
     }
 
-    /// The document index of a memtable batch, in memory, on one thread (batches are small;
-    /// it is built as the batch is applied, or by a background merge).
+    /// The document index of a memtable batch, in memory, on this thread (batches are small;
+    /// it is built as the batch is applied).
     pub(crate) fn build_in_ram(&self, batch: &RecordBatch) -> Result<DocsIndex> {
         let directory = RamDirectory::create();
-        let index = Index::create(
-            directory.clone(),
-            self.schema.clone(),
-            IndexSettings::default(),
-        )
-        .map_err(index_error)?;
-        self.write(&index, batch, 1)?;
+        let index = self.write_one_segment(directory.clone(), batch)?;
         let mut built = DocsIndex::of(index)?;
         built.memory_bytes = directory.total_mem_usage();
         Ok(built)
     }
+
+    /// Indexes the rows of `batch` as the one segment of a new index in `directory`, on this
+    /// thread, without an index writer's threads: document `i` is row `i`. The writer's
+    /// budget only sizes its first term table (it does not flush), so it follows the batch's
+    /// size: a table sized for 64 MiB is zeroed and walked again for every small batch.
+    fn write_one_segment(
+        &self,
+        directory: impl Into<Box<dyn Directory>>,
+        batch: &RecordBatch,
+    ) -> Result<Index> {
+        let budget = (batch.num_rows() * (4 << 10)).clamp(1 << 20, 64 << 20);
+        let mut writer = IndexBuilder::new()
+            .schema(self.schema.clone())
+            .single_segment_index_writer(directory, budget)
+            .map_err(index_error)?;
+        for document in self.documents(batch)? {
+            writer.add_document(document).map_err(index_error)?;
+        }
+        writer.finalize().map_err(index_error)
+    }
+
+    /// Merges the document indexes of `parts` (each one batch's or segment's, with the row
+    /// ids deleted from it) into one index of a single tantivy segment in `directory`, the
+    /// documents of deleted rows left out: a flush or a merge of rows whose indexes are built
+    /// already merges them, as Lucene merges segments, instead of indexing every row again.
+    /// The merged index holds the documents of the parts in their order.
+    pub(crate) fn merged(
+        &self,
+        directory: impl Into<Box<dyn Directory>>,
+        parts: &[(&DocsIndex, &RoaringTreemap)],
+    ) -> Result<Index> {
+        let mut segments = Vec::new();
+        let mut alive = Vec::new();
+        for (index, deleted) in parts {
+            let stored = index.index.searchable_segments().map_err(index_error)?;
+            for (reader, row_ids) in index.searcher.segment_readers().iter().zip(&*index.row_ids) {
+                let segment = stored
+                    .iter()
+                    .find(|s| s.id() == reader.segment_id())
+                    .ok_or_else(|| index_error("a searched segment the index does not hold"))?;
+                segments.push(segment.clone());
+                alive.push(alive_docs(reader, row_ids, deleted)?);
+            }
+        }
+        let settings = IndexSettings::default();
+        merge_filtered_segments(&segments, settings, alive, directory).map_err(index_error)
+    }
+
+    /// [`Self::merged`] into a new index in memory (a merged memtable batch's).
+    pub(crate) fn merged_in_ram(
+        &self,
+        parts: &[(&DocsIndex, &RoaringTreemap)],
+    ) -> Result<DocsIndex> {
+        let directory = RamDirectory::create();
+        let index = self.merged(directory.clone(), parts)?;
+        let mut built = DocsIndex::of(index)?;
+        built.memory_bytes = directory.total_mem_usage();
+        Ok(built)
+    }
+
+    /// [`Self::merged`] into a new index in `dir` (a segment's).
+    pub(crate) fn merged_in_dir(
+        &self,
+        dir: &Path,
+        parts: &[(&DocsIndex, &RoaringTreemap)],
+    ) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(index_error)?;
+        let directory = MmapDirectory::open(dir).map_err(index_error)?;
+        self.merged(directory, parts)?;
+        Ok(())
+    }
+}
+
+/// The documents of a tantivy segment that a merge keeps: those whose row is not in
+/// `deleted` (and that tantivy itself has not deleted); `None` when that is every one.
+fn alive_docs(
+    reader: &SegmentReader,
+    row_ids: &Column<u64>,
+    deleted: &RoaringTreemap,
+) -> Result<Option<AliveBitSet>> {
+    if deleted.is_empty() && reader.alive_bitset().is_none() {
+        return Ok(None);
+    }
+    let max = reader.max_doc();
+    let mut alive = BitSet::with_max_value_and_full(max);
+    for doc in 0..max {
+        let gone =
+            reader.is_deleted(doc) || row_ids.first(doc).is_some_and(|id| deleted.contains(id));
+        if gone {
+            alive.remove(doc);
+        }
+    }
+    let mut bytes = Vec::new();
+    write_alive_bitset(&alive, &mut bytes).map_err(index_error)?;
+    Ok(Some(AliveBitSet::open(OwnedBytes::new(bytes))))
 }
 
 /// The sortable form of an IP field's address, or addresses (see [`super::ip`]).
@@ -1047,5 +1141,73 @@ mod tests {
         ids.sort_unstable();
         let expected: Vec<u64> = (100..100 + rows).step_by(2).collect();
         assert_eq!(ids, expected);
+    }
+
+    /// The row ids an index finds for `s: even`, sorted, and the BM25 score of each hit of
+    /// `text.s: even` by row id.
+    fn evens(docs: &DocsSchema, index: &DocsIndex) -> (Vec<u64>, Vec<(u64, u32)>) {
+        let mut term = tantivy::Term::from_field_json_path(docs.keyword, "s", true);
+        term.append_type_and_str("even");
+        let query = tantivy::query::TermQuery::new(term, IndexRecordOption::Basic);
+        let found = index.searcher.search(&query, &DocSetCollector).unwrap();
+        let mut ids: Vec<u64> = found.iter().map(|a| index.row_id(*a).unwrap()).collect();
+        ids.sort_unstable();
+        let mut term = tantivy::Term::from_field_json_path(docs.text, "s", true);
+        term.append_type_and_str("even");
+        let query = tantivy::query::TermQuery::new(term, IndexRecordOption::WithFreqs);
+        let top = tantivy::collector::TopDocs::with_limit(100_000).order_by_score();
+        let mut scores: Vec<(u64, u32)> = index
+            .searcher
+            .search(&query, &top)
+            .unwrap()
+            .into_iter()
+            .map(|(score, a)| (index.row_id(a).unwrap(), score.to_bits()))
+            .collect();
+        scores.sort_unstable();
+        (ids, scores)
+    }
+
+    #[test]
+    fn merged_indexes_find_and_score_what_one_built_from_the_live_rows_does() {
+        let docs = DocsSchema::new();
+        let rows = counted(30_000);
+        // A segment's index on several threads (several tantivy segments), then two batches'.
+        let dir = tempfile::tempdir().unwrap();
+        docs.build_in_dir(dir.path(), &rows.slice(0, 20_000))
+            .unwrap();
+        let segment = DocsIndex::open(dir.path()).unwrap();
+        let first = docs.build_in_ram(&rows.slice(20_000, 6_000)).unwrap();
+        let second = docs.build_in_ram(&rows.slice(26_000, 4_000)).unwrap();
+        // Row ids are 100 + position; some rows of each part are deleted.
+        let deleted = |ids: &[u64]| ids.iter().copied().collect::<RoaringTreemap>();
+        let (gone_a, gone_b, gone_c) = (
+            deleted(&[100, 101, 5_000]),
+            deleted(&[20_100]),
+            deleted(&[26_100, 26_102, 30_098]),
+        );
+        let parts = [(&segment, &gone_a), (&first, &gone_b), (&second, &gone_c)];
+        let in_ram = docs.merged_in_ram(&parts).unwrap();
+        let out = tempfile::tempdir().unwrap();
+        docs.merged_in_dir(out.path(), &parts).unwrap();
+        let in_dir = DocsIndex::open(out.path()).unwrap();
+        // The same live rows indexed from scratch.
+        let gone = &(&gone_a | &gone_b) | &gone_c;
+        let live: arrow::array::BooleanArray = (100..30_100u64)
+            .map(|id| Some(!gone.contains(id)))
+            .collect();
+        let live = arrow::compute::filter_record_batch(&rows, &live).unwrap();
+        let rebuilt = docs.build_in_ram(&live).unwrap();
+        let expected = evens(&docs, &rebuilt);
+        assert_eq!(expected.0.len(), 15_000 - 6);
+        for merged in [&in_ram, &in_dir] {
+            assert_eq!(merged.searcher.num_docs(), 30_000 - 7);
+            assert_eq!(merged.searcher.segment_readers().len(), 1);
+            assert_eq!(evens(&docs, merged), expected);
+        }
+        // A part with nothing deleted is taken whole.
+        let whole = docs
+            .merged_in_ram(&[(&first, &RoaringTreemap::new())])
+            .unwrap();
+        assert_eq!(whole.searcher.num_docs(), 6_000);
     }
 }

@@ -13,6 +13,7 @@ use std::{
 };
 
 use arrow::array::RecordBatch;
+use roaring::RoaringTreemap;
 
 use super::{
     docs::{DocsIndex, DocsSchema},
@@ -81,8 +82,15 @@ impl IndexSpec {
         self.dir.join(format!("{seq:012}"))
     }
 
-    /// Builds the indexes of segment `seq` from its rows (in the table schema, sorted).
-    pub(crate) fn build(&self, seq: u64, rows: &RecordBatch) -> Result<SegmentIndex> {
+    /// Builds the indexes of segment `seq` from its rows (in the table schema, sorted). With
+    /// `docs`, the document indexes of those rows' batches or segments (each with the row ids
+    /// deleted from it) are merged into the segment's rather than its rows indexed again.
+    pub(crate) fn build(
+        &self,
+        seq: u64,
+        rows: &RecordBatch,
+        docs: Option<&[(&DocsIndex, &RoaringTreemap)]>,
+    ) -> Result<SegmentIndex> {
         let dir = self.segment_dir(seq);
         let building = self.dir.join(format!("{seq:012}.building"));
         if building.exists() {
@@ -92,8 +100,10 @@ impl IndexSpec {
         if let Some(text) = &self.text {
             build_segment_index(&building.join(TEXT_DIR), text, rows)?;
         }
-        if let Some(docs) = &self.docs {
-            docs.build_in_dir(&building.join(DOCS_DIR), rows)?;
+        match (&self.docs, docs) {
+            (Some(schema), Some(parts)) => schema.merged_in_dir(&building.join(DOCS_DIR), parts)?,
+            (Some(schema), None) => schema.build_in_dir(&building.join(DOCS_DIR), rows)?,
+            (None, _) => {}
         }
         if self.series {
             SeriesSet::build(rows)?.write(&building.join(SERIES_FILE))?;

@@ -14,6 +14,7 @@ use thread_priority::{ThreadPriority, ThreadPriorityValue, set_current_thread_pr
 
 use super::{
     Flushing, MemBatch, Shared, State,
+    docs::DocsIndex,
     index::{IndexSpec, SegmentIndex},
     manifest::{Manifest, SegmentEntry, bitmap_from_text, bitmap_to_text},
     rows::row_ids,
@@ -120,7 +121,7 @@ pub(super) async fn open_index(
             .map(RecordBatch::schema)
             .ok_or_else(|| Error::Index(format!("segment {seq} is empty")))?;
         let rows = compute::concat_batches(&schema, &batches).map_err(arrow_error)?;
-        builder.build(seq, &rows)
+        builder.build(seq, &rows, None)
     })
     .await
     .map_err(|e| Error::Index(e.to_string()))??;
@@ -261,9 +262,15 @@ async fn write_segment(
     let vectors = batches.iter().fold(RoaringTreemap::new(), |acc, b| {
         acc | (&*b.vectors - &*b.deleted)
     });
+    // The batches' document indexes, when every one is built, are merged into the segment's.
+    let docs: Option<Vec<BuiltDocs>> = batches
+        .iter()
+        .map(|b| Some((b.docs.lock().clone()?, b.deleted.clone())))
+        .collect();
     let encoded = blocking(shared, move || {
         let live: Vec<RecordBatch> = batches.iter().map(MemBatch::live).collect::<Result<_>>()?;
-        sorted_parquet(&schema, &live, index.as_deref().map(|i| (i, seq)))
+        let index = index.as_deref().map(|i| (i, seq, docs));
+        sorted_parquet(&schema, &live, index)
     })
     .await?;
     match encoded {
@@ -320,15 +327,23 @@ pub(super) fn low_priority<T: Send>(work: impl FnOnce() -> Result<T> + Send) -> 
 fn sorted_parquet(
     schema: &arrow_schema::SchemaRef,
     live: &[RecordBatch],
-    index: Option<(&IndexSpec, u64)>,
+    index: Option<SegmentIndexing<'_>>,
 ) -> Result<Option<Encoded>> {
     low_priority(|| encode_segment(schema, live, index))
 }
 
+/// A document index built already over some of a new segment's rows (a memtable batch's or
+/// an older segment's), with the row ids deleted from it since.
+type BuiltDocs = (DocsIndex, Arc<RoaringTreemap>);
+
+/// What a new segment's indexes are made of: the table's index spec, the segment's number,
+/// and the document indexes of all its rows when they are built already (to be merged).
+type SegmentIndexing<'a> = (&'a IndexSpec, u64, Option<Vec<BuiltDocs>>);
+
 fn encode_segment(
     schema: &arrow_schema::SchemaRef,
     live: &[RecordBatch],
-    index: Option<(&IndexSpec, u64)>,
+    index: Option<SegmentIndexing<'_>>,
 ) -> Result<Option<Encoded>> {
     let all = compute::concat_batches(schema, live).map_err(arrow_error)?;
     if all.num_rows() == 0 {
@@ -348,7 +363,14 @@ fn encode_segment(
     let (bytes, index) = std::thread::scope(|scope| {
         let parquet = scope.spawn(|| segment::encode_parquet(std::slice::from_ref(&sorted)));
         let index = match index {
-            Some((spec, seq)) => spec.build(seq, &sorted).map(Some),
+            Some((spec, seq, docs)) => {
+                let parts: Option<Vec<_>> = docs.as_ref().map(|d| {
+                    d.iter()
+                        .map(|(index, deleted)| (index, &**deleted))
+                        .collect()
+                });
+                spec.build(seq, &sorted, parts.as_deref()).map(Some)
+            }
             None => Ok(None),
         };
         let bytes = parquet
@@ -452,6 +474,11 @@ async fn merge(shared: &Arc<Shared>, seq: u64, inputs: &[Segment]) -> Result<Opt
         let file = shared.store.store.get(&segment.file.path).await?;
         parts.push((file.bytes().await?, segment.deleted.clone()));
     }
+    // The segments' document indexes, when every one is open, are merged into the new one's.
+    let docs: Option<Vec<BuiltDocs>> = inputs
+        .iter()
+        .map(|s| Some((s.index.as_ref()?.docs.clone()?, s.deleted.clone())))
+        .collect();
     let vectors = inputs.iter().fold(RoaringTreemap::new(), |acc, s| {
         acc | (&*s.vectors - &*s.deleted)
     });
@@ -472,7 +499,7 @@ async fn merge(shared: &Arc<Shared>, seq: u64, inputs: &[Segment]) -> Result<Opt
                 live.push(super::rows::conform(&schema, &batch)?);
             }
         }
-        sorted_parquet(&schema, &live, index.as_deref().map(|i| (i, seq)))
+        sorted_parquet(&schema, &live, index.as_deref().map(|i| (i, seq, docs)))
     })
     .await?;
     match encoded {

@@ -11,8 +11,10 @@
 //! - the batches to merge are the newest ones whose rows add up to at least each older one
 //!   taken (size tiers, as an LSM tree's: every row is merged again only a few times before its
 //!   flush, not at every merge);
-//! - their live rows are concatenated and indexed into a new batch, while searches go on using
-//!   the batches as they are (each with the index built as it was applied);
+//! - their live rows are concatenated into a new batch and their document indexes merged
+//!   into its (tantivy's segment merge: postings copied, no row analyzed again), while
+//!   searches go on using the batches as they are (each with the index built as it was
+//!   applied);
 //! - the new batch replaces them only if they are still the memtable's (a flush may have taken
 //!   them meanwhile: then the work is dropped), with the rows deleted during the merge marked
 //!   deleted in it. Readers see it at the next write or the next maintenance tick, when the
@@ -81,11 +83,25 @@ fn tier(memtable: &[MemBatch]) -> Vec<MemBatch> {
     memtable[first..].to_vec()
 }
 
-/// The live rows of `parts` as one batch, its text tail and its document index built.
+/// The live rows of `parts` as one batch, its text tail and its document index built: the
+/// parts' own indexes merged when every one is built, else its rows indexed.
 fn build(shared: &Shared, parts: &[MemBatch]) -> Result<MemBatch> {
     let batch = concat(parts)?;
-    // Built here, so that no search waits for it.
-    batch.docs_index(shared.index.as_deref())?;
+    let built: Option<Vec<_>> = parts
+        .iter()
+        .map(|p| Some((p.docs.lock().clone()?, p.deleted.clone())))
+        .collect();
+    let schema = shared.index.as_ref().and_then(|i| i.docs.as_ref());
+    match (schema, built) {
+        (Some(schema), Some(built)) => {
+            let parts: Vec<_> = built.iter().map(|(d, deleted)| (d, &**deleted)).collect();
+            *batch.docs.lock() = Some(schema.merged_in_ram(&parts)?);
+        }
+        // Built here, so that no search waits for it.
+        _ => {
+            batch.docs_index(shared.index.as_deref())?;
+        }
+    }
     Ok(batch.measured())
 }
 
