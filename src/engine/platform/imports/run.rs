@@ -302,20 +302,21 @@ impl Copy<'_> {
         let frame = frame
             .limit(self.position as usize, None)
             .map_err(query::classify)?;
-        let mut stream = frame
+        let stream = frame
             .execute_stream()
             .await
             .map_err(|e| classify_source(&stage, e))?;
+        let mut batches = ReadAhead::start(stream, stage);
         let batch_rows = engine.config().imports.batch_rows.max(1);
         loop {
             let next = tokio::select! {
-                next = stream.next() => next,
+                next = batches.next() => next,
                 _ = stop.changed() => return Ok(Ended::Stopped),
             };
             let Some(batch) = next else {
                 return Ok(Ended::Done);
             };
-            let batch = batch.map_err(|e| classify_source(&stage, e))?;
+            let batch = batch?;
             let mut offset = 0;
             while offset < batch.num_rows() {
                 let part = batch.slice(offset, batch_rows.min(batch.num_rows() - offset));
@@ -511,6 +512,47 @@ impl Copy<'_> {
         progress.bytes_written += written;
         progress.cursor_json = cursor.to_string();
         self.record(progress).await
+    }
+}
+
+/// A source's record batches read ahead of the writes, on a task of their own: reading the
+/// next batch from the source (its network round trips, its decoding into Arrow) overlaps
+/// writing this one. At most [`ReadAhead::DEPTH`] batches wait; the reading stops when this
+/// is dropped.
+struct ReadAhead {
+    batches: tokio::sync::mpsc::Receiver<Result<RecordBatch>>,
+    reader: JoinHandle<()>,
+}
+
+impl ReadAhead {
+    const DEPTH: usize = 2;
+
+    fn start(
+        mut stream: datafusion::physical_plan::SendableRecordBatchStream,
+        stage: String,
+    ) -> Self {
+        let (sender, batches) = tokio::sync::mpsc::channel(Self::DEPTH);
+        let reader = tokio::spawn(async move {
+            while let Some(batch) = stream.next().await {
+                let batch = batch.map_err(|e| classify_source(&stage, e));
+                let failed = batch.is_err();
+                if sender.send(batch).await.is_err() || failed {
+                    break;
+                }
+            }
+        });
+        ReadAhead { batches, reader }
+    }
+
+    /// The next batch; `None` after the last.
+    async fn next(&mut self) -> Option<Result<RecordBatch>> {
+        self.batches.recv().await
+    }
+}
+
+impl Drop for ReadAhead {
+    fn drop(&mut self) {
+        self.reader.abort();
     }
 }
 
