@@ -291,6 +291,23 @@ async fn redis_keys_are_imported_and_imported_again_without_duplicates() {
     let id = connect(&root, "redis", "cache", json!({"url": keys.url})).await;
     let pattern = format!("{}:*", keys.name("orders"));
 
+    // A key set is read once: it cannot be followed as a stream is, and nothing starts.
+    let refused = root
+        .send(
+            "PUT",
+            "/import/redis",
+            Some(
+                &json!({"connection_id": id, "source": {"key_pattern": pattern},
+                         "dataset": "orders", "follow": true}),
+            ),
+        )
+        .await;
+    assert_eq!(refused.status, 400, "{refused:?}");
+    assert!(refused.body.to_string().contains("follow"), "{refused:?}");
+    let jobs = root.send("GET", "/import/jobs", None).await;
+    assert_eq!(jobs.status, 200, "{jobs:?}");
+    assert!(!jobs.body.to_string().contains("orders"), "{jobs:?}");
+
     let first = import(
         &root,
         "redis",
