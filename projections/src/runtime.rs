@@ -30,6 +30,10 @@ struct Applied<S> {
     checkpoint: Checkpoint,
     snapshot: S,
     failure: Option<Arc<str>>,
+    /// When the projection stopped: the events of the batch it could not apply, as (offset,
+    /// epoch of the leader that wrote it), so that a writer waiting for an event behind them
+    /// can tell whether a newer leader wrote in front of it (see [`Projector::epoch_before`]).
+    unapplied: Arc<[(u64, u64)]>,
     /// The offset of the leader-epoch marker that set `checkpoint.epoch`, when this projector
     /// applied it (see [`Projector::epoch_marker`]).
     marker: Option<u64>,
@@ -119,6 +123,7 @@ impl<S: Clone + Send + Sync + 'static> Projector<S> {
             checkpoint,
             snapshot: projection.snapshot(),
             failure: None,
+            unapplied: Arc::default(),
             marker,
         });
         let publish = Arc::new(publish);
@@ -156,6 +161,19 @@ impl<S: Clone + Send + Sync + 'static> Projector<S> {
     /// another leader just before it, or a newer one after it, makes it differ.
     pub fn epoch_marker(&self) -> Option<u64> {
         self.applied.borrow().marker
+    }
+
+    /// The newest leader epoch among the events before `offset` that this projector read:
+    /// those it applied, and, once it stopped, those of the batch it could not apply. A
+    /// writer whose event at `offset` was not applied (`offset` is at or past the
+    /// checkpoint) learns so whether a newer leader wrote in front of it (its event is then
+    /// void for every reader of the partition).
+    pub fn epoch_before(&self, offset: u64) -> u64 {
+        let applied = self.applied.borrow();
+        let unapplied = applied.unapplied.iter().filter(|(at, _)| *at < offset);
+        unapplied
+            .map(|(_, epoch)| *epoch)
+            .fold(applied.checkpoint.epoch, u64::max)
     }
 
     /// The latest applied state with the checkpoint it is at, read together.
@@ -203,8 +221,12 @@ async fn follow<P: Projection>(
         strata_log::tail(log, partition.clone(), checkpoint.next_offset).ready_chunks(TAIL_BATCH);
     while let Some(chunk) = tail.next().await {
         let events: Result<Vec<Envelope>, _> = chunk.into_iter().collect();
+        let mut written_by = Vec::new();
         let outcome = match events {
-            Ok(events) => apply_batch(projection, checkpoint, events).await,
+            Ok(events) => {
+                written_by = events.iter().map(|e| (e.offset, e.epoch)).collect();
+                apply_batch(projection, checkpoint, events).await
+            }
             Err(strata_log::Error::Closed) => return,
             Err(error) => Err(error.into()),
         };
@@ -217,12 +239,16 @@ async fn follow<P: Projection>(
                     checkpoint,
                     snapshot: projection.snapshot(),
                     failure: None,
+                    unapplied: Arc::default(),
                     marker,
                 });
             }
             Err(error) => {
                 tracing::error!(%partition, %error, "projection stopped");
-                publish.send_modify(|applied| applied.failure = Some(error.to_string().into()));
+                publish.send_modify(|applied| {
+                    applied.failure = Some(error.to_string().into());
+                    applied.unapplied = written_by.into();
+                });
                 return;
             }
         }

@@ -14,6 +14,8 @@ struct Recorder {
     checkpoint: Checkpoint,
     applied: Vec<String>,
     seen: Arc<Mutex<Vec<String>>>,
+    /// The id of an event this projection cannot apply (it stops there).
+    fails_on: Option<&'static str>,
 }
 
 impl Recorder {
@@ -23,6 +25,7 @@ impl Recorder {
             checkpoint,
             applied: Vec::new(),
             seen,
+            fails_on: None,
         }
     }
 }
@@ -40,6 +43,12 @@ impl Projection for Recorder {
 
     fn apply(&mut self, events: &[Envelope], checkpoint: Checkpoint) -> Result<()> {
         for event in events {
+            if self.fails_on == Some(event.event_id.as_str()) {
+                return Err(crate::Error::Corrupt {
+                    key: event.event_id.clone(),
+                    reason: "cannot be applied".to_owned(),
+                });
+            }
             self.applied.push(event.event_id.clone());
             self.seen.lock().unwrap().push(event.event_id.clone());
         }
@@ -136,4 +145,42 @@ async fn fenced_events_are_skipped_and_the_epoch_is_checkpointed() {
             epoch: 2
         }
     );
+}
+
+/// A projector that stopped at `poison`, after `before` and `batch` were appended (each in one
+/// append): the epoch it reports for the events in front of offset `at`.
+async fn stopped_at_poison(before: Vec<Envelope>, batch: Vec<Envelope>, at: u64) -> u64 {
+    let log: Arc<dyn CommitLog> = Arc::new(MemoryLog::new());
+    let p = PartitionId::control();
+    let mut recorder = Recorder::new(Checkpoint::default(), Arc::default());
+    recorder.fails_on = Some("poison");
+    let projector = Projector::start(log.clone(), recorder).await.unwrap();
+    let applied = before.len() as u64;
+    log.append(&p, before).await.unwrap();
+    projector.wait_for(applied - 1).await.unwrap();
+    log.append(&p, batch).await.unwrap();
+    let stopped = projector.wait_for(at).await.unwrap_err().to_string();
+    assert!(stopped.contains("cannot be applied"), "{stopped}");
+    projector.epoch_before(at)
+}
+
+#[tokio::test]
+async fn a_stopped_projection_tells_whether_a_newer_leader_wrote_in_front_of_an_event() {
+    // A newer leader's marker and write, then an event of the older leader: the projection
+    // stops at the newer write, and the older event is behind epoch 2 (void).
+    let newer = stopped_at_poison(
+        vec![marker(1), event("a", 1)],
+        vec![marker(2), event("poison", 2), event("late", 1)],
+        4,
+    )
+    .await;
+    assert_eq!(newer, 2);
+    // A projection that stops at an event of the same leader: nothing newer in front.
+    let same = stopped_at_poison(
+        vec![marker(1), event("a", 1)],
+        vec![event("poison", 1), event("mine", 1)],
+        3,
+    )
+    .await;
+    assert_eq!(same, 1);
 }

@@ -243,8 +243,20 @@ impl<S: Clone + Send + Sync + 'static> Permit<'_, S> {
             .metrics
             .timed_append(&*self.leader.log, &partition, event)
             .await?;
-        let (checkpoint, state) = self.leader.projector.wait_for(range.start).await?;
         let mine = self.epoch.unwrap_or_default();
+        let (checkpoint, state) = match self.leader.projector.wait_for(range.start).await {
+            Ok(applied) => applied,
+            // The projection stopped before our event, behind a newer leader's: ours is void
+            // for every reader, as below (a retired runtime's projection stops so when its
+            // successor writes columns the retired definition lacks).
+            Err(_) if self.leader.projector.epoch_before(range.start) > mine => {
+                *self.epoch = None;
+                return Err(Error::Unavailable(format!(
+                    "leadership of {partition} moved to a newer leader; retry the request"
+                )));
+            }
+            Err(error) => return Err(error.into()),
+        };
         if checkpoint.epoch > mine {
             // Another leader's marker reached the log: our write may be void. Never acknowledge.
             *self.epoch = None;
