@@ -1,7 +1,8 @@
 //! The document index of a dataset: what the Query DSL searches and aggregates.
 //!
 //! One tantivy index per segment (built with the segment, like its other indexes) and one per
-//! memtable batch (built in memory as the batch is applied). Every index has the same
+//! memtable batch (built in memory as the batch is applied while the dataset is searched, else
+//! by the first search that reads the batch: see [`super::SearchedAt`]). Every index has the same
 //! schema, whatever the dataset's columns, so a query compiles once for all of them:
 //!
 //! - `_row_id`: the row id (fast), to map hits back to rows and skip deleted ones;
@@ -557,6 +558,10 @@ impl super::TableSnapshot {
         &self,
         run: &mut impl FnMut(&DocsIndex, Arc<roaring::RoaringTreemap>) -> Result<()>,
     ) -> Result<()> {
+        // From now on, new rows are indexed as they are applied (see `SearchedAt`).
+        if let Some(spec) = &self.index {
+            spec.searched.mark();
+        }
         for segment in &self.segments {
             let index = segment
                 .index

@@ -9,7 +9,11 @@
 
 use std::{
     path::{Path, PathBuf},
-    sync::atomic::{AtomicBool, Ordering},
+    sync::{
+        Arc, OnceLock,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
 };
 
 use arrow::array::RecordBatch;
@@ -37,6 +41,51 @@ pub struct IndexSpec {
     /// A metrics dataset's series index (PromQL's).
     pub series: bool,
     pub options: VectorOptions,
+    /// When the table's document indexes were last searched (shared by the spec's clones).
+    pub searched: Arc<SearchedAt>,
+}
+
+/// When a dataset's document indexes were last searched: whether a new batch's index is built
+/// as the batch is applied, before its write is acknowledged.
+///
+/// Built at apply, a search under ingest never waits for an index (issue 21), but every write
+/// waits for its own, and indexing every field of every record bounds how fast records are
+/// taken in (an import, a bulk load nobody searches yet). So a batch is indexed at apply only
+/// while the table has been searched within [`SearchedAt::LATELY`]; otherwise its index is
+/// built by the first search that needs it (which marks the table searched, so that the
+/// batches after it are indexed at apply again), or by the flush that writes it to a segment,
+/// on the segment thread.
+#[derive(Debug, Default)]
+pub struct SearchedAt {
+    /// Milliseconds since [`SearchedAt::origin`], plus one; 0: never.
+    at: AtomicU64,
+}
+
+impl SearchedAt {
+    /// How long after a search new batches are still indexed as they are applied.
+    pub const LATELY: Duration = Duration::from_secs(600);
+
+    fn origin() -> Instant {
+        static ORIGIN: OnceLock<Instant> = OnceLock::new();
+        *ORIGIN.get_or_init(Instant::now)
+    }
+
+    /// Notes a search now.
+    pub fn mark(&self) {
+        let now = Self::origin().elapsed().as_millis() as u64 + 1;
+        self.at.fetch_max(now, Ordering::Relaxed);
+    }
+
+    /// Whether the table was searched within [`Self::LATELY`].
+    pub fn lately(&self) -> bool {
+        match self.at.load(Ordering::Relaxed) {
+            0 => false,
+            at => {
+                let now = Self::origin().elapsed().as_millis() as u64 + 1;
+                now.saturating_sub(at) <= Self::LATELY.as_millis() as u64
+            }
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -75,7 +124,13 @@ impl IndexSpec {
             docs,
             series,
             options,
+            searched: Arc::default(),
         })
+    }
+
+    /// Whether a new batch's document index is built as it is applied (see [`SearchedAt`]).
+    pub fn index_at_apply(&self) -> bool {
+        self.docs.is_some() && self.searched.lately()
     }
 
     fn segment_dir(&self, seq: u64) -> PathBuf {

@@ -97,10 +97,12 @@ fn build(shared: &Shared, parts: &[MemBatch]) -> Result<MemBatch> {
             let parts: Vec<_> = built.iter().map(|(d, deleted)| (d, &**deleted)).collect();
             *batch.docs.lock() = Some(schema.merged_in_ram(&parts)?);
         }
-        // Built here, so that no search waits for it.
-        _ => {
+        // Built here, so that no search waits for it, while the dataset is searched; else
+        // left to the first search or the flush (see `SearchedAt`).
+        _ if shared.index.as_ref().is_some_and(|i| i.index_at_apply()) => {
             batch.docs_index(shared.index.as_deref())?;
         }
+        _ => {}
     }
     Ok(batch.measured())
 }

@@ -53,7 +53,7 @@ use strata_log::{Envelope, PartitionId, envelope::Body};
 
 use self::rows::row_ids;
 pub use self::{
-    index::{IndexSpec, SegmentIndex, VectorSpec},
+    index::{IndexSpec, SearchedAt, SegmentIndex, VectorSpec},
     provider::{
         KeepExec, RowsWithin, TableScan, scan_schema, strings_as_declared,
         strings_as_declared_schema,
@@ -99,6 +99,10 @@ impl Default for TableOptions {
     }
 }
 
+/// How many flushes' worth of rows a table holds in memory before writers wait for room (see
+/// [`TableHandle::wait_for_room`]).
+pub const BACKLOG_FLUSHES: usize = 4;
+
 /// Recent rows not yet in a segment: one batch in the table schema, with its bitmaps.
 #[derive(Clone, Debug)]
 pub struct MemBatch {
@@ -108,8 +112,8 @@ pub struct MemBatch {
     pub vectors: Arc<RoaringTreemap>,
     /// The batch's searchable tail of the full-text and exact-match indexes.
     pub text: Option<Arc<text::TextTail>>,
-    /// The batch's document index (a dataset's), built as the batch is applied (or, for a
-    /// batch merged in place, when a query first needs it).
+    /// The batch's document index (a dataset's): built as the batch is applied while the
+    /// dataset is searched, else when a search first needs it (see [`SearchedAt`]).
     pub docs: Arc<Mutex<Option<docs::DocsIndex>>>,
     /// The batch's series (a metrics dataset's), grouped when a query first needs them.
     pub series: Arc<Mutex<Option<Arc<series::SeriesSet>>>>,
@@ -138,10 +142,14 @@ impl MemBatch {
                 vectors.insert(*id);
             }
         }
-        // A dataset's document index is built as its rows are applied, as the text tail is:
-        // built on a search's first use, every search under ingest queued behind the build of
-        // each new batch (issue 21).
-        let docs = match index.and_then(|i| i.docs.as_ref()) {
+        // A dataset's document index is built as its rows are applied while the dataset is
+        // searched: built on a search's first use, every search under ingest would queue behind
+        // the build of each new batch (issue 21). A dataset nobody searched lately takes its
+        // rows in without it (see [`SearchedAt`]).
+        let docs = match index
+            .filter(|i| i.index_at_apply())
+            .and_then(|i| i.docs.as_ref())
+        {
             Some(schema) => Some(schema.build_in_ram(&batch)?),
             None => None,
         };
@@ -606,6 +614,36 @@ impl TableHandle {
             maintenance::flush(&self.shared).await?;
         }
         maintenance::compact(&self.shared).await
+    }
+
+    /// Waits until the rows not yet in a segment (the memtable's and a running flush's) are
+    /// fewer than [`BACKLOG_FLUSHES`] flushes' worth, by rows and by bytes, or `max` has passed:
+    /// whether there is room. Writers call it before they write, so that a table taking rows in
+    /// faster than its flushes write them holds the writers back rather than its memory growing
+    /// without bound.
+    pub async fn wait_for_room(&self, max: Duration) -> bool {
+        let deadline = Instant::now() + max;
+        loop {
+            if self.has_room() {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    fn has_room(&self) -> bool {
+        let options = &self.shared.options;
+        let state = self.shared.state.lock();
+        let frozen = state.flushing.iter().flat_map(|f| &f.batches);
+        let (rows, bytes) = frozen
+            .fold((state.memtable_rows, state.memtable_bytes), |(r, b), m| {
+                (r + m.batch.num_rows(), b + m.memory_bytes)
+            });
+        rows < options.flush_rows.saturating_mul(BACKLOG_FLUSHES)
+            && bytes < options.flush_bytes.saturating_mul(BACKLOG_FLUSHES)
     }
 
     /// Flushes whatever the memtable holds now, and waits for it (tests, shutdown).

@@ -272,6 +272,18 @@ fn pick(model: &BTreeMap<u64, Row>, picks: &[prop::sample::Index]) -> Vec<u64> {
     ids
 }
 
+/// Rows `10 i .. 10 i + 10`, named `r<i>`, appended as one event.
+fn ten_rows(i: u64) -> Body {
+    let rows: Vec<Row> = (0..10).map(|j| (format!("r{i}"), j, false)).collect();
+    Body::RowsAppended(RowsAppended {
+        table_id: "t1".into(),
+        first_row_id: i * 10,
+        row_count: 10,
+        arrow_ipc: rows::encode_ipc(&batch(&rows)).unwrap().into(),
+        ..Default::default()
+    })
+}
+
 /// The live row ids a document search finds (a dataset's: every segment's document index and
 /// every memtable batch's, merged in the background or not).
 fn documents(snapshot: &TableSnapshot) -> Vec<u64> {
@@ -881,17 +893,10 @@ async fn a_datasets_memtable_merges_in_the_background_with_its_index_built() {
         ..TableOptions::default()
     };
     let harness = Harness::of(dataset, options).await;
+    // A searched dataset indexes its batches as they are applied and merged.
+    documents(&harness.handle.as_ref().unwrap().snapshot());
     for i in 0..12u64 {
-        let rows: Vec<Row> = (0..10).map(|j| (format!("r{i}"), j, false)).collect();
-        harness
-            .write(Body::RowsAppended(RowsAppended {
-                table_id: "t1".into(),
-                first_row_id: i * 10,
-                row_count: 10,
-                arrow_ipc: rows::encode_ipc(&batch(&rows)).unwrap().into(),
-                ..Default::default()
-            }))
-            .await;
+        harness.write(ten_rows(i)).await;
     }
     harness
         .write(Body::RowsDeleted(RowsDeleted {
@@ -948,6 +953,7 @@ async fn a_memtables_size_counts_the_indexes_over_its_rows() {
         ..TableOptions::default()
     };
     let harness = Harness::of(dataset.clone(), unbounded.clone()).await;
+    documents(&harness.handle.as_ref().unwrap().snapshot());
     harness.write(append()).await;
     let snapshot = harness.handle.as_ref().unwrap().snapshot();
     let [mem] = &snapshot.memtable[..] else {
@@ -980,6 +986,95 @@ async fn a_memtables_size_counts_the_indexes_over_its_rows() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+}
+
+/// A dataset nobody has searched takes its rows in without indexing them as they are applied:
+/// the first search indexes what it reads and marks the dataset searched, so the batches after
+/// it are indexed as they are applied; a flush builds a segment's index from the rows of batches
+/// that have none. Every search finds every live row either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsearched_dataset_indexes_its_rows_when_searched_or_flushed() {
+    let dataset = Arc::new(TableDef {
+        dataset: true,
+        ..(*table()).clone()
+    });
+    let options = TableOptions {
+        flush_rows: 1_000_000,
+        memtable_batches: 1_000,
+        ..TableOptions::default()
+    };
+    let harness = Harness::of(dataset, options).await;
+    let built = |snapshot: &TableSnapshot| -> Vec<bool> {
+        snapshot
+            .memtable
+            .iter()
+            .map(|m| m.docs.lock().is_some())
+            .collect()
+    };
+    let handle = harness.handle.clone().unwrap();
+    for i in 0..3 {
+        harness.write(ten_rows(i)).await;
+    }
+    assert_eq!(
+        built(&handle.snapshot()),
+        [false; 3],
+        "indexed before any search"
+    );
+    assert!(!handle.snapshot().index.as_ref().unwrap().index_at_apply());
+
+    // The first search builds what it reads, and the next batches come indexed.
+    assert_eq!(documents(&handle.snapshot()), (0..30).collect::<Vec<_>>());
+    assert_eq!(built(&handle.snapshot()), [true; 3]);
+    harness.write(ten_rows(3)).await;
+    assert_eq!(built(&handle.snapshot()), [true; 4], "not indexed at apply");
+
+    // A flush of batches with and without an index: the segment's is complete.
+    let unsearched = Harness::of(harness.table.clone(), harness.options.clone()).await;
+    let other = unsearched.handle.clone().unwrap();
+    for i in 0..4 {
+        unsearched.write(ten_rows(i)).await;
+    }
+    other.snapshot().memtable[1]
+        .docs_index(other.snapshot().index.as_deref())
+        .unwrap();
+    assert_eq!(built(&other.snapshot()), [false, true, false, false]);
+    other.flush().await.unwrap();
+    let flushed = other.snapshot();
+    assert_eq!((flushed.segments.len(), flushed.memtable.len()), (1, 0));
+    assert_eq!(documents(&flushed), (0..40).collect::<Vec<_>>());
+}
+
+/// Writers find no room while a table holds `BACKLOG_FLUSHES` flushes' worth of rows not in a
+/// segment, and find it again once a flush has written them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writers_find_room_once_flushes_catch_up() {
+    let options = TableOptions {
+        flush_rows: 10,
+        ..TableOptions::default()
+    };
+    let short = std::time::Duration::from_millis(50);
+    // Flushes refused (as after `close`): the backlog stays.
+    let stuck = Harness::new(options.clone()).await;
+    let handle = stuck.handle.clone().unwrap();
+    assert!(handle.wait_for_room(short).await);
+    handle.close().await;
+    for i in 0..BACKLOG_FLUSHES as u64 {
+        stuck.write(ten_rows(i)).await;
+    }
+    assert!(!handle.wait_for_room(short).await, "room past the backlog");
+
+    let flowing = Harness::new(options).await;
+    let handle = flowing.handle.clone().unwrap();
+    for i in 0..BACKLOG_FLUSHES as u64 {
+        flowing.write(ten_rows(i)).await;
+    }
+    assert!(
+        handle
+            .wait_for_room(std::time::Duration::from_secs(30))
+            .await,
+        "no room after the flushes"
+    );
+    assert!(!handle.snapshot().segments.is_empty());
 }
 
 /// A reader's rows within a kept filter are found once per snapshot: a second read of the same

@@ -610,6 +610,12 @@ pub(in crate::engine) async fn dataset_permit<'a>(
     table: &'a TableRuntime,
     name: &str,
 ) -> Result<Option<Permit<'a, Arc<TableSnapshot>>>> {
+    if !table.handle().wait_for_room(BULK_WAIT).await {
+        return Err(Error::Busy(format!(
+            "dataset {name:?} takes records in faster than it writes them to segments; retry \
+             after the Retry-After interval"
+        )));
+    }
     match table.leader.try_permit(BULK_WAIT).await {
         Err(Error::Unavailable(_)) => Ok(None),
         Err(error) => Err(error),
