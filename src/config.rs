@@ -91,8 +91,12 @@ pub struct ImportsConfig {
     pub runner: bool,
     /// How often the runner looks for new and cancelled jobs, in milliseconds.
     pub tick_ms: u64,
-    /// Records per batch written to the log (and per progress record), at most.
+    /// Records per batch written to the log, at most.
     pub batch_rows: usize,
+    /// Batches of a table or a query written between two progress records, at most (progress
+    /// is recorded at least once a second too). A job taken up again looks up the records
+    /// written after its last record, up to this many batches, so that none is written twice.
+    pub record_batches: usize,
     /// Import jobs running at once, on this node.
     pub max_concurrent_jobs: usize,
 }
@@ -103,6 +107,7 @@ impl Default for ImportsConfig {
             runner: true,
             tick_ms: 200,
             batch_rows: 8192,
+            record_batches: 8,
             max_concurrent_jobs: 4,
         }
     }

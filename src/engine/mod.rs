@@ -142,6 +142,8 @@ pub struct Engine {
     monitor_runs: monitors::RunsLeaders,
     /// The sources of connections this node has opened.
     sources: platform::connections::Sources,
+    /// Told when an import job is started or deleted here, so that the runner looks at once.
+    imports_changed: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for Engine {
@@ -217,6 +219,7 @@ impl Engine {
             control_checked: tokio::sync::Mutex::new(None),
             monitor_runs: Default::default(),
             sources: Default::default(),
+            imports_changed: tokio::sync::Notify::new(),
             seal,
         });
         engine.resume_purges();

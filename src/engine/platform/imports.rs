@@ -318,6 +318,7 @@ impl Engine {
         };
         let mut permit = self.control.permit().await?;
         let state = permit.write(Body::ImportJobSet(event), origin).await?;
+        self.imports_changed.notify_one();
         let job = state
             .import(&principal.account, &job_id)
             .ok_or_else(|| Error::Internal("the import job just written is missing".to_owned()))?;
@@ -363,6 +364,7 @@ impl Engine {
                 job_id: job.id.clone(),
             };
             permit.write(Body::ImportJobDeleted(event), origin).await?;
+            self.imports_changed.notify_one();
             return Ok(json!({"job_id": job.id, "result": "deleted"}));
         }
         let event = progress_of(&job, "cancelled", String::new());

@@ -1,10 +1,11 @@
 //! Running import jobs: the runner that starts the jobs of the accounts this node serves, and
 //! each job's copy, batch by batch.
 //!
-//! The runner looks at the control state every `imports.tick_ms`: a job that is queued, or
-//! running with no task on this node (its node stopped), gets a task, at most
-//! `imports.max_concurrent_jobs` at once; a task whose job was cancelled or removed is told to
-//! stop, and stops at its next batch (a batch being written is written and counted).
+//! The runner looks at the control state every `imports.tick_ms`, and at once when a job is
+//! started or deleted on its node: a job that is queued, or running with no task on this node
+//! (its node stopped), gets a task, at most `imports.max_concurrent_jobs` at once; a task whose
+//! job was cancelled or removed is told to stop, and stops at its next batch (a batch being
+//! written is written and counted).
 //!
 //! A task reads from the job's cursor: a table or a query's result is read through DataFusion
 //! from record `position` on (the source is asked for the same statement each time, so a
@@ -49,6 +50,10 @@ use crate::{
 /// How long a read of messages waits for a first record.
 const MESSAGE_WAIT: Duration = Duration::from_secs(1);
 
+/// How long a table's or a query's progress goes unrecorded, at most (see
+/// `imports.record_batches`).
+const RECORD_EVERY: Duration = Duration::from_secs(1);
+
 /// The statement of a job's `source.query`: one query (a connected source is only read).
 pub fn query_statement(ctx: &SessionContext, sql: &str) -> Result<Statement> {
     let statement = query::parse(ctx, sql)?;
@@ -84,7 +89,11 @@ pub fn spawn(engine: Arc<Engine>) -> JoinHandle<()> {
         let tick = Duration::from_millis(config.tick_ms.max(10));
         let mut tasks: HashMap<(String, String), Task> = HashMap::new();
         loop {
-            tokio::time::sleep(tick).await;
+            // A job started or deleted on this node is looked at now, others at the next tick.
+            tokio::select! {
+                _ = tokio::time::sleep(tick) => {}
+                _ = engine.imports_changed.notified() => {}
+            }
             let state = engine.imports_state();
             tasks.retain(|key, task| {
                 let live = state.imports.get(key).is_some_and(|job| !job.finished());
@@ -126,16 +135,22 @@ async fn run_job(engine: Arc<Engine>, job: ImportJob, mut stop: watch::Receiver<
         position: position_of(&job),
         new_from: new_from(&job),
         job,
+        unrecorded: None,
     };
-    let (state, error) = match copy.run(&mut stop).await {
+    let ended = copy.run(&mut stop).await;
+    // What the last batches wrote counts, however the job ended.
+    let job = copy.with_unrecorded();
+    let (state, error) = match ended {
+        // A cancelled job keeps its state; its counts take in the batches written before.
+        Ok(Ended::Stopped) if job != copy.job => ("running", String::new()),
         Ok(Ended::Stopped) => return,
         Ok(Ended::Done) => ("succeeded", String::new()),
         Err(error) => {
-            tracing::warn!(job = %copy.job.id, %error, "an import job failed");
+            tracing::warn!(job = %job.id, %error, "an import job failed");
             ("failed", error.to_string())
         }
     };
-    let event = progress_of(&copy.job, state, error);
+    let event = progress_of(&job, state, error);
     if let Err(error) = engine.record_import(event).await {
         tracing::warn!(job = %copy.job.id, %error, "cannot record the end of an import job");
     }
@@ -150,8 +165,8 @@ fn position_of(job: &ImportJob) -> u64 {
 }
 
 /// Where a table's or a query's records are known new when `job` is taken up again: past its
-/// cursor and the batch written after it, of at most the size the cursor gives (unknown: no
-/// record is taken as new).
+/// cursor and the records written after it unrecorded, at most as many as the cursor's `batch`
+/// says (unknown: no record is taken as new).
 fn new_from(job: &ImportJob) -> u64 {
     let cursor = serde_json::from_str::<Value>(&job.cursor_json).unwrap_or(Value::Null);
     match cursor["batch"].as_u64() {
@@ -168,6 +183,8 @@ struct Copy<'a> {
     /// The position of a table's or a query's records from which none was written before
     /// (their ids name no record yet: no lookup of the records they would replace).
     new_from: u64,
+    /// A table's or a query's progress written and not recorded yet, and since when.
+    unrecorded: Option<(ImportJobProgress, std::time::Instant)>,
 }
 
 impl Copy<'_> {
@@ -331,7 +348,7 @@ impl Copy<'_> {
                 let new = first >= self.new_from;
                 let written = self.write(principal, &part, ids, new).await?;
                 self.position += part.num_rows() as u64;
-                if !self.advance(&part, written, self.cursor()).await? {
+                if !self.advance_rows(&part, written, batch_rows).await? {
                     return Ok(Ended::Stopped);
                 }
             }
@@ -462,12 +479,62 @@ impl Copy<'_> {
             .is_none_or(ImportJob::finished)
     }
 
-    /// The cursor of a table or a query after the records written: their count, and the
-    /// largest batch this run writes (a batch written after the cursor was recorded is at
-    /// most that large).
+    /// The cursor of a table or a query after the records written: their count, and how many
+    /// records this run writes at most after a cursor before it records the next (`batch`).
     fn cursor(&self) -> Value {
-        let batch_rows = self.engine.config().imports.batch_rows.max(1);
-        json!({"position": self.position, "batch": batch_rows})
+        json!({"position": self.position, "batch": self.unrecorded_span()})
+    }
+
+    /// How many records of a table or a query are written at most after the last recorded
+    /// cursor: `imports.record_batches` batches.
+    fn unrecorded_span(&self) -> u64 {
+        let imports = &self.engine.config().imports;
+        (imports.batch_rows.max(1) * imports.record_batches.max(1)) as u64
+    }
+
+    /// Counts a batch of a table or a query written (`written` bytes of `batch`'s records),
+    /// and records the progress and the cursor after it when the next batch (of at most
+    /// `batch_rows`) could take the records written since the last record past
+    /// [`Copy::unrecorded_span`], or when the last record is [`RECORD_EVERY`] old; whether
+    /// the job goes on.
+    async fn advance_rows(
+        &mut self,
+        batch: &RecordBatch,
+        written: u64,
+        batch_rows: usize,
+    ) -> Result<bool> {
+        let (mut progress, since) = self.unrecorded.take().unwrap_or_else(|| {
+            (
+                progress_of(&self.job, "running", String::new()),
+                std::time::Instant::now(),
+            )
+        });
+        let rows = batch.num_rows() as u64;
+        progress.records_read += rows;
+        progress.records_written += rows;
+        progress.bytes_read += batch.get_array_memory_size() as u64;
+        progress.bytes_written += written;
+        progress.cursor_json = self.cursor().to_string();
+        let pending = progress.records_written - self.job.records_written;
+        if pending + batch_rows as u64 <= self.unrecorded_span() && since.elapsed() < RECORD_EVERY {
+            self.unrecorded = Some((progress, since));
+            return Ok(!self.cancelled());
+        }
+        self.record(progress).await
+    }
+
+    /// The job with the progress written and not yet recorded counted in (recorded with the
+    /// job's end).
+    fn with_unrecorded(&mut self) -> ImportJob {
+        let mut job = self.job.clone();
+        if let Some((progress, _)) = self.unrecorded.take() {
+            job.records_read = progress.records_read;
+            job.records_written = progress.records_written;
+            job.bytes_read = progress.bytes_read;
+            job.bytes_written = progress.bytes_written;
+            job.cursor_json = progress.cursor_json;
+        }
+        job
     }
 
     /// Writes `batch` to the job's dataset with the record ids `ids` (unless it has an `_id`
