@@ -14,7 +14,8 @@
 //!   and the same statement over one kept psql session (`\timing`-free: the time around a
 //!   round trip of a kept connection), so that both a cold and a warm client are shown.
 //! - Import: PUT /import/postgresql of the whole table into a dataset, until the job is
-//!   `succeeded` (every batch acknowledged by the log), in records per second; the baseline is
+//!   `succeeded` (every batch acknowledged by the log), in records per second, and until a
+//!   Query DSL `term` over every record is answered next; the baseline is
 //!   `COPY events TO STDOUT` through psql into /dev/null.
 //!
 //! Prints markdown tables for docs/benchmarks.md.
@@ -221,11 +222,24 @@ async fn run(dir: &Path, args: &Args) {
         if matches!(job["state"].as_str(), Some("succeeded" | "failed")) {
             break job;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
     };
     let import_seconds = started.elapsed().as_secs_f64();
     assert_eq!(done["state"], "succeeded", "{done}");
     assert_eq!(done["records_written"], args.rows, "{done}");
+    // Then searched: a Query DSL `term` reads every record's document index (built by the
+    // flushes, and by this first search for the rows they have not reached yet).
+    let term = json!({"query": {"term": {"host": "host-7"}}, "size": 0, "track_total_hits": true});
+    let found = root
+        .send(
+            "POST",
+            "/events/_search",
+            "application/json",
+            term.to_string().into_bytes(),
+        )
+        .await;
+    let searched_seconds = started.elapsed().as_secs_f64();
+    assert_eq!(found["hits"]["total"]["value"], args.rows / 10, "{found}");
     psql(
         "postgres",
         &format!("DROP DATABASE {database} WITH (FORCE)"),
@@ -258,6 +272,11 @@ async fn run(dir: &Path, args: &Args) {
         "| strata import job (PUT to succeeded) | {import_seconds:.2} | {:.0} | {:.2} |",
         rate(import_seconds),
         rate(import_seconds) / rate(copy_seconds)
+    );
+    println!(
+        "| strata import job, then its first search (PUT to a `term` answered) | {searched_seconds:.2} | {:.0} | {:.2} |",
+        rate(searched_seconds),
+        rate(searched_seconds) / rate(copy_seconds)
     );
     println!(
         "\nimport job: {} bytes read, {} bytes written, rate {} records/s by its own clock",
