@@ -509,12 +509,7 @@ impl Copy<'_> {
                 std::time::Instant::now(),
             )
         });
-        let rows = batch.num_rows() as u64;
-        progress.records_read += rows;
-        progress.records_written += rows;
-        progress.bytes_read += batch.get_array_memory_size() as u64;
-        progress.bytes_written += written;
-        progress.cursor_json = self.cursor().to_string();
+        count_batch(&mut progress, batch, written, self.cursor());
         let pending = progress.records_written - self.job.records_written;
         if pending + batch_rows as u64 <= self.unrecorded_span() && since.elapsed() < RECORD_EVERY {
             self.unrecorded = Some((progress, since));
@@ -571,15 +566,21 @@ impl Copy<'_> {
     /// Records a batch written (`written` bytes of `batch`'s records) and the cursor after it;
     /// whether the job goes on.
     async fn advance(&mut self, batch: &RecordBatch, written: u64, cursor: Value) -> Result<bool> {
-        let rows = batch.num_rows() as u64;
         let mut progress = progress_of(&self.job, "running", String::new());
-        progress.records_read += rows;
-        progress.records_written += rows;
-        progress.bytes_read += batch.get_array_memory_size() as u64;
-        progress.bytes_written += written;
-        progress.cursor_json = cursor.to_string();
+        count_batch(&mut progress, batch, written, cursor);
         self.record(progress).await
     }
+}
+
+/// `progress` with a batch written counted in (`written` bytes of `batch`'s records), and the
+/// cursor after it.
+fn count_batch(progress: &mut ImportJobProgress, batch: &RecordBatch, written: u64, cursor: Value) {
+    let rows = batch.num_rows() as u64;
+    progress.records_read += rows;
+    progress.records_written += rows;
+    progress.bytes_read += batch.get_array_memory_size() as u64;
+    progress.bytes_written += written;
+    progress.cursor_json = cursor.to_string();
 }
 
 /// A source's record batches read ahead of the writes, on a task of their own: reading the
