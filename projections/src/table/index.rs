@@ -133,6 +133,13 @@ impl IndexSpec {
         self.docs.is_some() && self.searched.lately()
     }
 
+    /// Whether a batch's text tail is built as it is applied: always for a data-plane table
+    /// (its searches under ingest never wait for one); for a dataset, whose only tail is its
+    /// `_id` map, while it is searched (else a lookup by `_id` builds what it needs).
+    pub fn tails_at_apply(&self) -> bool {
+        self.docs.is_none() || self.searched.lately()
+    }
+
     fn segment_dir(&self, seq: u64) -> PathBuf {
         self.dir.join(format!("{seq:012}"))
     }

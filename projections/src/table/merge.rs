@@ -104,6 +104,9 @@ fn build(shared: &Shared, parts: &[MemBatch]) -> Result<MemBatch> {
         }
         _ => {}
     }
+    if shared.index.as_ref().is_some_and(|i| i.tails_at_apply()) {
+        batch.text_tail(shared.index.as_deref())?;
+    }
     Ok(batch.measured())
 }
 
@@ -115,11 +118,16 @@ pub(super) fn concat(parts: &[MemBatch]) -> Result<MemBatch> {
     let live: Vec<_> = parts.iter().map(MemBatch::live).collect::<Result<_>>()?;
     let merged =
         arrow::compute::concat_batches(&first.batch.schema(), &live).map_err(rows::arrow_error)?;
-    let text = first.text.is_some().then(|| {
+    // The parts' tails merged when every one is built; else built when needed.
+    let tails: Option<Vec<_>> = parts
+        .iter()
+        .map(|m| Some((m.text.lock().clone()?, m.deleted.clone())))
+        .collect();
+    let text = tails.map(|tails| {
         Arc::new(super::text::TextTail::merge(
-            parts
+            tails
                 .iter()
-                .filter_map(|m| Some((m.text.as_deref()?, &*m.deleted))),
+                .map(|(tail, deleted)| (tail.as_ref(), deleted.as_ref())),
         ))
     });
     let mut ids = RoaringTreemap::new();
@@ -133,7 +141,7 @@ pub(super) fn concat(parts: &[MemBatch]) -> Result<MemBatch> {
         ids: Arc::new(ids),
         deleted: Arc::new(RoaringTreemap::new()),
         vectors: Arc::new(vectors),
-        text,
+        text: Arc::new(parking_lot::Mutex::new(text)),
         docs: Arc::default(),
         series: Arc::default(),
         memory_bytes: 0,

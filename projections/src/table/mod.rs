@@ -110,8 +110,10 @@ pub struct MemBatch {
     pub ids: Arc<RoaringTreemap>,
     pub deleted: Arc<RoaringTreemap>,
     pub vectors: Arc<RoaringTreemap>,
-    /// The batch's searchable tail of the full-text and exact-match indexes.
-    pub text: Option<Arc<text::TextTail>>,
+    /// The batch's searchable tail of the full-text and exact-match indexes: built as the batch
+    /// is applied, except a dataset's while nobody searches it (see
+    /// [`IndexSpec::tails_at_apply`]): then when a lookup first needs it.
+    pub text: Arc<Mutex<Option<Arc<text::TextTail>>>>,
     /// The batch's document index (a dataset's): built as the batch is applied while the
     /// dataset is searched, else when a search first needs it (see [`SearchedAt`]).
     pub docs: Arc<Mutex<Option<docs::DocsIndex>>>,
@@ -128,7 +130,10 @@ impl MemBatch {
         vector_column: Option<usize>,
         index: Option<&IndexSpec>,
     ) -> Result<MemBatch> {
-        let text = match index.and_then(|i| i.text.as_ref()) {
+        let text = match index
+            .filter(|i| i.tails_at_apply())
+            .and_then(|i| i.text.as_ref())
+        {
             Some(schema) => Some(Arc::new(text::TextTail::build(schema, &batch)?)),
             None => None,
         };
@@ -158,7 +163,7 @@ impl MemBatch {
             ids: Arc::new(ids),
             deleted: Arc::new(RoaringTreemap::new()),
             vectors: Arc::new(vectors),
-            text,
+            text: Arc::new(Mutex::new(text)),
             docs: Arc::new(Mutex::new(docs)),
             series: Arc::default(),
             memory_bytes: 0,
@@ -169,7 +174,7 @@ impl MemBatch {
     /// The batch with its `memory_bytes` counted (again, once an index was built).
     pub(crate) fn measured(mut self) -> MemBatch {
         let docs = self.docs.lock().as_ref().map_or(0, |d| d.memory_bytes);
-        let text = self.text.as_ref().map_or(0, |t| t.memory_bytes());
+        let text = self.text.lock().as_ref().map_or(0, |t| t.memory_bytes());
         self.memory_bytes = batch_bytes(&self.batch) + text + docs;
         self
     }
@@ -187,6 +192,19 @@ impl MemBatch {
     }
 
     /// The batch's document index, built on first use; `None` when the table has none.
+    /// The batch's text tail, built now if it was not: `None` for a table without full-text
+    /// or exact-match columns.
+    pub fn text_tail(&self, spec: Option<&IndexSpec>) -> Result<Option<Arc<text::TextTail>>> {
+        let Some(schema) = spec.and_then(|s| s.text.as_ref()) else {
+            return Ok(None);
+        };
+        let mut built = self.text.lock();
+        if built.is_none() {
+            *built = Some(Arc::new(text::TextTail::build(schema, &self.batch)?));
+        }
+        Ok(built.clone())
+    }
+
     pub fn docs_index(&self, spec: Option<&IndexSpec>) -> Result<Option<docs::DocsIndex>> {
         let Some(schema) = spec.and_then(|s| s.docs.as_ref()) else {
             return Ok(None);

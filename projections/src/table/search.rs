@@ -91,11 +91,16 @@ impl TableSnapshot {
             .collect()
     }
 
-    fn tails(&self) -> Vec<(&MemBatch, &TextTail)> {
-        self.memtable
-            .iter()
-            .filter_map(|m| Some((m, m.text.as_deref()?)))
-            .collect()
+    /// The memtable's batches with their text tails (built now where they were not).
+    fn tails(&self) -> Result<Vec<(&MemBatch, Arc<TextTail>)>> {
+        let spec = self.index.as_deref();
+        let mut tails = Vec::with_capacity(self.memtable.len());
+        for batch in &self.memtable {
+            if let Some(tail) = batch.text_tail(spec)? {
+                tails.push((batch, tail));
+            }
+        }
+        Ok(tails)
     }
 
     fn fields(&self, columns: &[String]) -> Result<Vec<(usize, Field)>> {
@@ -128,11 +133,11 @@ impl TableSnapshot {
             return Ok(Vec::new());
         }
         let segments = self.text_segments()?;
-        let tails = self.tails();
+        let tails = self.tails()?;
         let stats = Memoized::new(CombinedStats {
             schema: self.text_schema()?,
             searchers: segments.iter().map(|(_, s)| &s.searcher).collect(),
-            tails: tails.iter().map(|(_, t)| *t).collect(),
+            tails: tails.iter().map(|(_, t)| t.as_ref()).collect(),
         });
         let pairs: Vec<(usize, Term)> = fields
             .iter()
@@ -245,7 +250,7 @@ impl TableSnapshot {
             );
             out |= segment_ids(text, &query, segment, allowed)?;
         }
-        for (mem, tail) in self.tails() {
+        for (mem, tail) in self.tails()? {
             for (i, _) in fields {
                 let field = &tail.text[*i];
                 let mut found: Option<RoaringTreemap> = None;
@@ -297,7 +302,7 @@ impl TableSnapshot {
         for (segment, text) in self.text_segments()? {
             out |= segment_ids(text, &query, segment, allowed)?;
         }
-        for (mem, tail) in self.tails() {
+        for (mem, tail) in self.tails()? {
             for id in tail.exact[i].get(value).into_iter().flatten() {
                 if !mem.deleted.contains(*id) && allows(allowed, *id) {
                     out.insert(*id);

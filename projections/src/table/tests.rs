@@ -961,7 +961,7 @@ async fn a_memtables_size_counts_the_indexes_over_its_rows() {
     };
     let rows_alone = batch_bytes(&mem.batch);
     let docs = mem.docs.lock().as_ref().unwrap().memory_bytes;
-    let text = mem.text.as_ref().unwrap().memory_bytes();
+    let text = mem.text.lock().as_ref().unwrap().memory_bytes();
     assert!(docs > 0 && text > 0, "docs {docs}, text {text}");
     assert_eq!(mem.memory_bytes, rows_alone + docs + text);
 
@@ -1042,6 +1042,51 @@ async fn an_unsearched_dataset_indexes_its_rows_when_searched_or_flushed() {
     let flushed = other.snapshot();
     assert_eq!((flushed.segments.len(), flushed.memtable.len()), (1, 0));
     assert_eq!(documents(&flushed), (0..40).collect::<Vec<_>>());
+}
+
+/// A dataset nobody has searched keeps no exact-match map of its batches either: a lookup
+/// builds the maps of the batches it reads, and finds every live row; a searched dataset builds
+/// them as its rows are applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsearched_datasets_exact_maps_are_built_by_the_first_lookup() {
+    let dataset = Arc::new(TableDef {
+        dataset: true,
+        exact_columns: vec!["name".into()],
+        ..(*table()).clone()
+    });
+    let options = TableOptions {
+        flush_rows: 1_000_000,
+        memtable_batches: 1_000,
+        ..TableOptions::default()
+    };
+    let harness = Harness::of(dataset, options).await;
+    let handle = harness.handle.clone().unwrap();
+    let built = |snapshot: &TableSnapshot| -> Vec<bool> {
+        snapshot
+            .memtable
+            .iter()
+            .map(|m| m.text.lock().is_some())
+            .collect()
+    };
+    for i in 0..3 {
+        harness.write(ten_rows(i)).await;
+    }
+    assert_eq!(built(&handle.snapshot()), [false; 3], "built at apply");
+    let found = handle.snapshot().exact_match("name", "r1", &None).unwrap();
+    assert_eq!(
+        found.iter().collect::<Vec<_>>(),
+        (10..20).collect::<Vec<_>>()
+    );
+    assert_eq!(built(&handle.snapshot()), [true; 3]);
+    // A lookup does not make the dataset searched: the next batch comes without its map.
+    harness.write(ten_rows(3)).await;
+    assert_eq!(built(&handle.snapshot()), [true, true, true, false]);
+    // A search does, and the batches after it come with theirs.
+    documents(&handle.snapshot());
+    harness.write(ten_rows(4)).await;
+    assert_eq!(built(&handle.snapshot()), [true, true, true, false, true]);
+    let found = handle.snapshot().exact_match("name", "r3", &None).unwrap();
+    assert_eq!(found.len(), 10);
 }
 
 /// Writers find no room while a table holds `BACKLOG_FLUSHES` flushes' worth of rows not in a

@@ -16,6 +16,8 @@ use std::{
     path::Path,
 };
 
+use smallvec::{SmallVec, smallvec};
+
 use arrow::{
     array::{Array, AsArray, RecordBatch},
     util::display::{ArrayFormatter, FormatOptions},
@@ -128,11 +130,44 @@ impl TextSchema {
 
 /// The values of a column as exact-match terms (`None` for nulls).
 pub fn exact_values(column: &dyn Array) -> Result<Vec<Option<String>>> {
-    let options = FormatOptions::default();
-    let formatter = ArrayFormatter::try_new(column, &options).map_err(index_error)?;
-    Ok((0..column.len())
-        .map(|i| column.is_valid(i).then(|| formatter.value(i).to_string()))
-        .collect())
+    let mut values = vec![None; column.len()];
+    for_each_exact_value(column, |row, value| values[row] = Some(value.to_owned()))?;
+    Ok(values)
+}
+
+/// Calls `f` with the row and exact-match term of every non-null value of `column`: strings as
+/// they are, other types as Arrow displays them (formatted into one reused buffer).
+pub fn for_each_exact_value(column: &dyn Array, mut f: impl FnMut(usize, &str)) -> Result<()> {
+    if let Some(strings) = column.as_string_opt::<i32>() {
+        strings.iter().enumerate().for_each(|(row, v)| {
+            if let Some(v) = v {
+                f(row, v)
+            }
+        });
+    } else if let Some(strings) = column.as_string_opt::<i64>() {
+        strings.iter().enumerate().for_each(|(row, v)| {
+            if let Some(v) = v {
+                f(row, v)
+            }
+        });
+    } else if let Some(strings) = column.as_string_view_opt() {
+        strings.iter().enumerate().for_each(|(row, v)| {
+            if let Some(v) = v {
+                f(row, v)
+            }
+        });
+    } else {
+        use std::fmt::Write;
+        let options = FormatOptions::default();
+        let formatter = ArrayFormatter::try_new(column, &options).map_err(index_error)?;
+        let mut buffer = String::new();
+        for row in (0..column.len()).filter(|row| column.is_valid(*row)) {
+            buffer.clear();
+            write!(buffer, "{}", formatter.value(row)).map_err(index_error)?;
+            f(row, &buffer);
+        }
+    }
+    Ok(())
 }
 
 /// Writes the index of one segment's rows (in the table schema) into `dir`.
@@ -245,7 +280,29 @@ pub struct TextTail {
     /// Per full-text column, in [`TextSchema::text`] order.
     pub text: Vec<FieldTail>,
     /// Per exact-match column, in [`TextSchema::exact`] order: value → row ids.
-    pub exact: Vec<HashMap<String, Vec<u64>>>,
+    pub exact: Vec<ExactMap>,
+}
+
+/// An exact-match column's values → the row ids holding them. Most values of an id-like column
+/// are held by one row, kept inline (no allocation per row).
+pub type ExactMap = HashMap<String, SmallVec<[u64; 1]>>;
+
+/// How many values to make room for in a batch's exact-match map before filling it: every
+/// non-null value when the first ones are all distinct (an id-like column, whose map would
+/// otherwise grow and rehash some twenty times for a million rows), none otherwise.
+fn exact_capacity(column: &dyn Array) -> Result<usize> {
+    const PROBE: usize = 64;
+    let values = column.len() - column.null_count();
+    let mut seen = std::collections::HashSet::with_capacity(PROBE);
+    let mut distinct = true;
+    let mut probed = 0;
+    for_each_exact_value(&column.slice(0, column.len().min(PROBE * 2)), |_, value| {
+        if probed < PROBE {
+            probed += 1;
+            distinct &= seen.insert(value.to_owned());
+        }
+    })?;
+    Ok(if distinct { values } else { 0 })
 }
 
 #[derive(Debug, Default)]
@@ -292,11 +349,20 @@ impl TextTail {
             let column = batch
                 .column_by_name(name)
                 .ok_or_else(|| index_error(format!("no column {name}")))?;
-            let mut values: HashMap<String, Vec<u64>> = HashMap::new();
-            for (row, value) in exact_values(column)?.into_iter().enumerate() {
-                if let Some(value) = value {
-                    values.entry(value).or_default().push(ids.value(row));
+            let mut values = ExactMap::with_capacity(exact_capacity(column)?);
+            for_each_exact_value(column, |row, value| {
+                let id = ids.value(row);
+                match values.get_mut(value) {
+                    Some(ids) => ids.push(id),
+                    None => {
+                        values.insert(value.to_owned(), smallvec![id]);
+                    }
                 }
+            })?;
+            // A column whose first values were all distinct but whose later ones repeat keeps
+            // no more table than it fills.
+            if values.len() < values.capacity() / 4 {
+                values.shrink_to_fit();
             }
             tail.exact.push(values);
         }
@@ -332,7 +398,15 @@ impl TextTail {
                 table(values)
                     + values
                         .iter()
-                        .map(|(value, ids)| value.capacity() + ids.capacity() * size_of::<u64>())
+                        .map(|(value, ids)| {
+                            // ids inline in the entry own nothing beyond it
+                            value.capacity()
+                                + if ids.spilled() {
+                                    ids.capacity() * size_of::<u64>()
+                                } else {
+                                    0
+                                }
+                        })
                         .sum::<usize>()
             })
             .sum();
@@ -348,7 +422,7 @@ impl TextTail {
             merged.docs += part.docs - deleted.len().min(part.docs);
             if merged.text.is_empty() {
                 merged.text = part.text.iter().map(|_| FieldTail::default()).collect();
-                merged.exact = part.exact.iter().map(|_| HashMap::new()).collect();
+                merged.exact = part.exact.iter().map(|_| ExactMap::new()).collect();
             }
             for (into, from) in merged.text.iter_mut().zip(&part.text) {
                 for (id, len) in &from.lengths {
@@ -364,7 +438,7 @@ impl TextTail {
             }
             for (into, from) in merged.exact.iter_mut().zip(&part.exact) {
                 for (value, ids) in from {
-                    let live = ids.iter().filter(|id| !deleted.contains(**id));
+                    let live = ids.iter().copied().filter(|id| !deleted.contains(*id));
                     into.entry(value.clone()).or_default().extend(live);
                 }
             }
@@ -469,5 +543,124 @@ impl<P: Bm25StatisticsProvider> Bm25StatisticsProvider for Memoized<P> {
         let n = self.inner.doc_freq(term)?;
         self.freqs.borrow_mut().insert(term.clone(), n);
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Int64Array, StringArray, UInt64Array};
+    use arrow_schema::{DataType, Field as ArrowField, Schema as ArrowSchema};
+
+    use super::*;
+    use crate::{
+        catalog::{ColumnDef, TableDef},
+        schema::ColumnType,
+        table::rows::ROW_ID,
+    };
+
+    fn table() -> TableDef {
+        let column = |name: &str, data_type| ColumnDef {
+            name: name.into(),
+            data_type,
+            nullable: true,
+        };
+        TableDef {
+            name: "t".into(),
+            id: "t1".into(),
+            columns: vec![
+                column("id", ColumnType::Utf8),
+                column("host", ColumnType::Utf8),
+                column("n", ColumnType::Int64),
+            ],
+            fts_columns: vec![],
+            exact_columns: vec!["id".into(), "host".into(), "n".into()],
+            vector_column: None,
+            vector_metric: None,
+            start_offset: 0,
+            created_at_micros: 0,
+            dataset: false,
+            date_formats: Default::default(),
+            declared: Default::default(),
+            metrics: false,
+        }
+    }
+
+    /// `rows` rows with row ids from 100: a distinct id (null every 7th), a host of three, and
+    /// a number of five (null every 11th).
+    fn batch(rows: u64) -> RecordBatch {
+        let schema = ArrowSchema::new(vec![
+            ArrowField::new(ROW_ID, DataType::UInt64, false),
+            ArrowField::new("id", DataType::Utf8, true),
+            ArrowField::new("host", DataType::Utf8, true),
+            ArrowField::new("n", DataType::Int64, true),
+        ]);
+        let id: StringArray = (0..rows)
+            .map(|i| (i % 7 != 3).then(|| format!("doc-{i}")))
+            .collect();
+        let host: StringArray = (0..rows).map(|i| Some(format!("h{}", i % 3))).collect();
+        let n: Int64Array = (0..rows)
+            .map(|i| (i % 11 != 5).then(|| i as i64 % 5 - 2))
+            .collect();
+        RecordBatch::try_new(
+            Arc::new(schema),
+            vec![
+                Arc::new(UInt64Array::from_iter_values(100..100 + rows)),
+                Arc::new(id),
+                Arc::new(host),
+                Arc::new(n),
+            ],
+        )
+        .unwrap()
+    }
+
+    /// What a batch's exact-match map must hold: every non-null value, as `exact_values`
+    /// renders it, with the ids of the rows holding it in row order.
+    fn expected(batch: &RecordBatch, column: &str) -> HashMap<String, Vec<u64>> {
+        let ids = row_ids(batch).unwrap();
+        let mut out: HashMap<String, Vec<u64>> = HashMap::new();
+        let values = exact_values(batch.column_by_name(column).unwrap().as_ref()).unwrap();
+        for (row, value) in values.into_iter().enumerate() {
+            if let Some(value) = value {
+                out.entry(value).or_default().push(ids.value(row));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_tail_maps_every_exact_value_to_the_rows_holding_it() {
+        let schema = TextSchema::of(&table()).unwrap();
+        let batch = batch(1000);
+        let tail = TextTail::build(&schema, &batch).unwrap();
+        for (i, (column, _)) in schema.exact.iter().enumerate() {
+            let got: HashMap<String, Vec<u64>> = tail.exact[i]
+                .iter()
+                .map(|(value, ids)| (value.clone(), ids.to_vec()))
+                .collect();
+            assert_eq!(got, expected(&batch, column), "column {column}");
+        }
+        // Numbers are terms as Arrow displays them, nulls none.
+        assert_eq!(tail.exact[2].get("-2").unwrap().first(), Some(&100));
+        assert_eq!(
+            tail.exact[0].len(),
+            (0..1000).filter(|i| i % 7 != 3).count()
+        );
+        assert!(!tail.exact[0].contains_key("doc-3"));
+    }
+
+    #[test]
+    fn a_tail_reserves_room_only_for_a_column_of_distinct_values() {
+        let schema = TextSchema::of(&table()).unwrap();
+        let tail = TextTail::build(&schema, &batch(10_000)).unwrap();
+        let [id, host, n] = &tail.exact[..] else {
+            panic!("three exact columns")
+        };
+        assert!(id.capacity() >= id.len() && id.capacity() < 4 * id.len());
+        // Three hosts and five numbers keep small tables, and their memory says so.
+        assert!(host.capacity() < 64, "{}", host.capacity());
+        assert!(n.capacity() < 64, "{}", n.capacity());
+        assert!(tail.memory_bytes() < 10_000 * 100);
     }
 }
