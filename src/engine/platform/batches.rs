@@ -240,7 +240,7 @@ fn fitted(name: &str, values: &ArrayRef, column: &ColumnType) -> Result<ArrayRef
 }
 
 /// The record ids of a batch: its `_id` column's (distinct, none null), or made ones.
-fn record_ids(id: Option<&ArrayRef>, rows: usize) -> Result<(ArrayRef, bool)> {
+fn record_ids(id: Option<&ArrayRef>, rows: usize, given: Ids) -> Result<(ArrayRef, bool)> {
     let Some(id) = id else {
         let made: StringArray = (0..rows).map(|_| Some(documents::generate_id())).collect();
         return Ok((Arc::new(made), false));
@@ -249,6 +249,10 @@ fn record_ids(id: Option<&ArrayRef>, rows: usize) -> Result<(ArrayRef, bool)> {
     let text = ids.as_string::<i32>();
     if text.null_count() > 0 {
         return Err(refused(ID_FIELD, "a record's id may not be null"));
+    }
+    if given == Ids::New {
+        // The caller made them, each once (an import's ids: its id and the record's place).
+        return Ok((ids, true));
     }
     let mut seen = HashSet::with_capacity(rows);
     if let Some(twice) = text.iter().flatten().find(|id| !seen.insert(*id)) {
@@ -295,8 +299,9 @@ impl Engine {
     }
 
     /// [`Engine::ingest_batch`] of records whose ids the caller knows name no record of the
-    /// dataset yet (an import's records beyond what it may have written before): the lookup
-    /// of the records they would replace, a search of every id, is left out.
+    /// dataset yet, nor two records of the batch (an import's records beyond what it may have
+    /// written before): the lookup of the records they would replace, a search of every id, and
+    /// the check that the batch names each id once are left out.
     pub(in crate::engine) async fn ingest_new_records(
         &self,
         principal: &PlatformPrincipal,
@@ -323,7 +328,7 @@ impl Engine {
             return Ok(0);
         }
         let (columns, id) = incoming(batch)?;
-        let (ids, named) = record_ids(id.as_ref(), rows)?;
+        let (ids, named) = record_ids(id.as_ref(), rows, given)?;
         let (runtime, mut def) = self.records_dataset(principal, name, origin).await?;
         let vectors = if def.vector_column.is_some() {
             rows as u64

@@ -17,7 +17,7 @@
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use arrow::{
-    array::{ArrayRef, RecordBatch, StringArray},
+    array::{ArrayRef, RecordBatch, StringArray, StringBuilder},
     datatypes::{DataType, Field, Schema},
 };
 use datafusion::{
@@ -339,9 +339,7 @@ impl Copy<'_> {
                 let part = batch.slice(offset, batch_rows.min(batch.num_rows() - offset));
                 offset += part.num_rows();
                 let first = self.position;
-                let ids = (first..first + part.num_rows() as u64)
-                    .map(|p| format!("{}-{p}", self.job.id))
-                    .collect();
+                let ids = self.table_ids(first, part.num_rows());
                 if self.cancelled() {
                     return Ok(Ended::Stopped);
                 }
@@ -427,10 +425,10 @@ impl Copy<'_> {
                     false => continue,
                 }
             }
-            let ids: Vec<String> = read
+            let ids: StringArray = read
                 .rows
                 .iter()
-                .map(|row| row[ID_FIELD].as_str().unwrap_or_default().to_owned())
+                .map(|row| Some(row[ID_FIELD].as_str().unwrap_or_default()))
                 .collect();
             let rows = super::super::connections::kafka::with_fields(read.rows);
             let table = super::super::connections::http_json::table_of(name, &rows)?;
@@ -539,7 +537,7 @@ impl Copy<'_> {
         &self,
         principal: &PlatformPrincipal,
         batch: &RecordBatch,
-        ids: Vec<String>,
+        ids: StringArray,
         new: bool,
     ) -> Result<u64> {
         let (batch, new) = match batch.schema().column_with_name(ID_FIELD) {
@@ -561,6 +559,20 @@ impl Copy<'_> {
             }
         };
         Ok(batch.get_array_memory_size() as u64)
+    }
+
+    /// The record ids of `rows` rows of a table or a query from `first` on: the job's id and
+    /// each row's place (built in one buffer: an import writes millions of them).
+    fn table_ids(&self, first: u64, rows: usize) -> StringArray {
+        use std::fmt::Write;
+        let job = &self.job.id;
+        let mut ids = StringBuilder::with_capacity(rows, rows * (job.len() + 8));
+        for place in first..first + rows as u64 {
+            // Writing into an Arrow string builder cannot fail.
+            let _ = write!(ids, "{job}-{place}");
+            ids.append_value("");
+        }
+        ids.finish()
     }
 
     /// Records a batch written (`written` bytes of `batch`'s records) and the cursor after it;
@@ -641,11 +653,11 @@ fn with_record_names(batch: &RecordBatch, prefix: &str) -> Result<RecordBatch> {
 }
 
 /// `batch` with an `_id` column of `ids`.
-fn with_ids(batch: &RecordBatch, ids: Vec<String>) -> Result<RecordBatch> {
+fn with_ids(batch: &RecordBatch, ids: StringArray) -> Result<RecordBatch> {
     let mut fields: Vec<Arc<Field>> = batch.schema().fields().iter().cloned().collect();
     let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
     fields.push(Arc::new(Field::new(ID_FIELD, DataType::Utf8, false)));
-    columns.push(Arc::new(StringArray::from(ids)));
+    columns.push(Arc::new(ids));
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
         .map_err(|e| Error::Internal(format!("an import batch: {e}")))
 }
@@ -710,7 +722,7 @@ mod tests {
             ],
         )
         .unwrap();
-        let with = with_ids(&batch, vec!["x".into(), "y".into()]).unwrap();
+        let with = with_ids(&batch, StringArray::from(vec!["x", "y"])).unwrap();
         assert_eq!(with.schema().field(2).name(), ID_FIELD);
         let named = with_record_names(&batch, "kafka").unwrap();
         assert_eq!(named.schema().field(0).name(), "kafka.partition");
