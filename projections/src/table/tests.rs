@@ -970,6 +970,8 @@ async fn a_memtables_size_counts_the_indexes_over_its_rows() {
         ..unbounded
     };
     let harness = Harness::of(dataset, bounded).await;
+    // Searched, so that its writes are indexed as they are applied and their indexes counted.
+    documents(&harness.handle.as_ref().unwrap().snapshot());
     harness.write(append()).await;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while harness
