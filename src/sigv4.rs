@@ -280,6 +280,62 @@ pub fn sign(
     headers
 }
 
+/// Presigns `request` at `at` for `expires_secs` seconds: its path and query with the
+/// signature in the query parameters (`X-Amz-Algorithm`, `X-Amz-Credential`, `X-Amz-Date`,
+/// `X-Amz-Expires`, `X-Amz-SignedHeaders` = host, `X-Amz-Signature`), as a browser sends it
+/// where it cannot set headers (a WebSocket). The body's hash is that of `request.body`.
+pub fn presign(
+    request: &Outgoing<'_>,
+    (access_key, secret_key): (&str, &str),
+    (region, service): (&str, &str),
+    at: DateTime<Utc>,
+    expires_secs: i64,
+) -> String {
+    let amz_date = at.format("%Y%m%dT%H%M%SZ").to_string();
+    let scope = format!("{}/{region}/{service}/aws4_request", &amz_date[..8]);
+    let (path, query) = request
+        .path_and_query
+        .split_once('?')
+        .unwrap_or((request.path_and_query, ""));
+    let mut params: Vec<String> = query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect();
+    for (name, value) in [
+        ("X-Amz-Algorithm", ALGORITHM.to_owned()),
+        ("X-Amz-Credential", format!("{access_key}/{scope}")),
+        ("X-Amz-Date", amz_date.clone()),
+        ("X-Amz-Expires", expires_secs.to_string()),
+        ("X-Amz-SignedHeaders", "host".to_owned()),
+    ] {
+        params.push(format!("{name}={}", encode(&value)));
+    }
+    let query = params.join("&");
+    let signature = Signature {
+        access_key: access_key.to_owned(),
+        scope,
+        amz_date,
+        signed_headers: vec!["host".to_owned()],
+        signature: String::new(),
+        expires: Some(expires_secs),
+    };
+    let body_sha256 = sha256_hex(request.body);
+    let computed = compute(
+        &Request {
+            method: request.method,
+            path,
+            query: &query,
+            headers: vec![("host", request.host)],
+            body_sha256: &body_sha256,
+        },
+        &signature,
+        secret_key,
+        true,
+    );
+    format!("{path}?{query}&X-Amz-Signature={}", computed.signature)
+}
+
 /// The key that signs requests of one day, region and service.
 pub fn signing_key(secret: &str, date: &str, region: &str, service: &str) -> hmac::Key {
     let step = |key: &[u8], data: &str| {

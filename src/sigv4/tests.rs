@@ -328,3 +328,47 @@ fn the_path_is_encoded_as_aws_signers_encode_it() {
     );
     assert_eq!(canonical_query("q=a%20b&empty"), "empty=&q=a%20b");
 }
+
+#[test]
+fn presign_signs_as_the_reference_signer_does() {
+    let case = cases()
+        .into_iter()
+        .find(|c| c.name == "get-vanilla")
+        .unwrap();
+    let service = case.service();
+    let access_key = case.context["credentials"]["access_key_id"]
+        .as_str()
+        .unwrap();
+    let path = presign(
+        &Outgoing {
+            method: "GET",
+            host: "example.amazonaws.com",
+            path_and_query: "/",
+            headers: &[],
+            body: &[],
+        },
+        (access_key, &case.secret()),
+        (service.region, service.service),
+        case.now(),
+        3600,
+    );
+    let reference = case.file("query-signature.txt");
+    assert!(
+        path.ends_with(&format!("X-Amz-Signature={}", reference.trim())),
+        "{path}"
+    );
+    // And the verifier takes it back.
+    let (path, query) = path.split_once('?').unwrap();
+    let request = Request {
+        method: "GET",
+        path,
+        query,
+        headers: vec![("host", "example.amazonaws.com")],
+        body_sha256: EMPTY_SHA256,
+    };
+    let secret = |_: &str| Some(case.secret());
+    assert_eq!(
+        verify(&request, &service, case.now(), secret),
+        Ok(access_key.to_owned())
+    );
+}
