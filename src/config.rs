@@ -29,6 +29,7 @@ pub struct Config {
     pub debug: DebugConfig,
     pub alerting: AlertingConfig,
     pub imports: ImportsConfig,
+    pub assistant: AssistantConfig,
     /// The SMTP accounts email channels send through, `[smtp_accounts.<id>]` (file only).
     pub smtp_accounts: BTreeMap<String, crate::alerting::delivery::SmtpAccount>,
 }
@@ -110,6 +111,20 @@ impl Default for ImportsConfig {
             record_batches: 8,
             max_concurrent_jobs: 4,
         }
+    }
+}
+
+/// Conversation (GET /assistant/nl and the answering of questions).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AssistantConfig {
+    /// How often an idle conversation socket is pinged, in milliseconds.
+    pub ping_ms: u64,
+}
+
+impl Default for AssistantConfig {
+    fn default() -> Self {
+        AssistantConfig { ping_ms: 20_000 }
     }
 }
 
@@ -302,6 +317,7 @@ impl Default for Config {
             debug: DebugConfig::default(),
             alerting: AlertingConfig::default(),
             imports: ImportsConfig::default(),
+            assistant: AssistantConfig::default(),
             smtp_accounts: BTreeMap::new(),
         }
     }

@@ -24,6 +24,9 @@ pub enum ErrorCode {
     UserExists,
     /// Something else created with an id that is taken (a channel, a monitor).
     Exists,
+    /// The request conflicts with the resource's state (a message to a completed thread, a
+    /// status it cannot move to).
+    Conflict,
     /// Another write to the same partition was in flight: transient, retry after Retry-After.
     Busy,
     /// The resource changed while the request was being applied: retry.
@@ -59,6 +62,7 @@ impl ErrorCode {
             ErrorCode::AccountExists => "account_exists",
             ErrorCode::UserExists => "user_exists",
             ErrorCode::Exists => "exists",
+            ErrorCode::Conflict => "conflict",
             ErrorCode::Busy => "busy",
             ErrorCode::ConcurrentChange => "concurrent_change",
             ErrorCode::Unavailable => "unavailable",
@@ -139,6 +143,9 @@ pub enum Error {
     Exists(String),
 
     #[error("{0}")]
+    Conflict(String),
+
+    #[error("{0}")]
     Busy(String),
 
     #[error("{0}")]
@@ -193,6 +200,7 @@ impl Error {
             Error::AccountExists(_) => ErrorCode::AccountExists,
             Error::UserExists(_) => ErrorCode::UserExists,
             Error::Exists(_) => ErrorCode::Exists,
+            Error::Conflict(_) => ErrorCode::Conflict,
             Error::Busy(_) => ErrorCode::Busy,
             Error::ConcurrentChange(_) => ErrorCode::ConcurrentChange,
             Error::Unavailable(_) => ErrorCode::Unavailable,

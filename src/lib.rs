@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod alerting;
+pub mod assistant;
 pub mod cluster;
 pub mod config;
 pub mod documents;
@@ -22,6 +23,7 @@ pub mod metrics;
 pub mod names;
 pub mod panics;
 pub use strata_promql as promql;
+pub mod queries;
 pub mod query;
 pub mod remote_write;
 pub mod rows;

@@ -26,7 +26,7 @@ use std::{
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
-use common::{Answer, Credentials, Server, Signed, root_user, yaml};
+use common::{Answer, Server, Signed, root_user, yaml};
 use serde_json::{Value, json};
 
 /// A name no other test run uses.
@@ -72,21 +72,7 @@ async fn user_with(root: &Signed, server: &Server, name: &str, permissions: &str
     let role = format!("Version: 2025-01-01\nPermissions:\n{permissions}");
     let made = yaml(root, "PUT", &format!("/role/{name}-role"), &role).await;
     assert_eq!(made.status, 200, "{made:?}");
-    let created = yaml(
-        root,
-        "PUT",
-        &format!("/user/{name}"),
-        &format!("Version: 2025-01-01\nPassword: correct-horse-battery\nRoles: [{name}-role]\n"),
-    )
-    .await;
-    assert_eq!(created.status, 200, "{created:?}");
-    Signed::new(
-        server,
-        &Credentials {
-            access_key: created.body["access_key"].as_str().unwrap().to_owned(),
-            secret_key: created.body["secret_key"].as_str().unwrap().to_owned(),
-        },
-    )
+    common::user(root, server, name, &[&format!("{name}-role")]).await
 }
 
 async fn sql(client: &Signed, path: &str, query: &str) -> Answer {

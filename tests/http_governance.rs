@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{Answer, Credentials, Server, Signed, root_user, yaml};
+use common::{Answer, Credentials, Server, Signed, root_user, user, yaml};
 use serde_json::{Value, json};
 
 /// A request without a body, asking for JSON.
@@ -23,19 +23,6 @@ fn credentials(answer: &Answer) -> Credentials {
         access_key: answer.body["access_key"].as_str().unwrap().to_owned(),
         secret_key: answer.body["secret_key"].as_str().unwrap().to_owned(),
     }
-}
-
-/// Creates user `name` with `roles` as the root user; its client.
-async fn user(root: &Signed, server: &Server, name: &str, roles: &[&str]) -> Signed {
-    let roles = serde_json::to_string(roles).unwrap();
-    let created = yaml(
-        root,
-        "PUT",
-        &format!("/user/{name}"),
-        &format!("Version: 2025-01-01\nPassword: correct-horse-battery\nRoles: {roles}\n"),
-    )
-    .await;
-    Signed::new(server, &credentials(&created))
 }
 
 fn message(answer: &Answer) -> &str {

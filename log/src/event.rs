@@ -65,6 +65,10 @@ impl Envelope {
             Some(Body::ImportJobSet(_)) => "import_job_set",
             Some(Body::ImportJobProgress(_)) => "import_job_progress",
             Some(Body::ImportJobDeleted(_)) => "import_job_deleted",
+            Some(Body::ThreadSet(_)) => "thread_set",
+            Some(Body::ThreadDeleted(_)) => "thread_deleted",
+            Some(Body::MessageAdded(_)) => "message_added",
+            Some(Body::MessagesCleared(_)) => "messages_cleared",
         }
     }
 }

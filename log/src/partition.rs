@@ -1,9 +1,9 @@
 //! Partition names: the unit of ordering and of writing.
 //!
 //! The naming scheme is part of the public contract for consumers of the log:
-//! `_control`, `<account>/<database>/_catalog`, `<account>/<database>/<table>` and
-//! `<account>/_monitors`. Account, database and table names never contain `/` and never start
-//! with `_`, so the four shapes cannot collide.
+//! `_control`, `<account>/<database>/_catalog`, `<account>/<database>/<table>`,
+//! `<account>/_monitors` and `<account>/_assistant`. Account, database and table names never
+//! contain `/` and never start with `_`, so the shapes cannot collide.
 
 use std::fmt;
 
@@ -40,6 +40,11 @@ impl PartitionId {
     /// The partition of the runs of one account's monitors and of their deliveries.
     pub fn monitor_runs(account: &str) -> Self {
         PartitionId(format!("{account}/_monitors"))
+    }
+
+    /// The partition of one account's conversation threads and their messages.
+    pub fn assistant(account: &str) -> Self {
+        PartitionId(format!("{account}/_assistant"))
     }
 
     /// The prefix shared by every partition of one database (its catalog and its tables).
@@ -103,6 +108,7 @@ mod tests {
         );
         assert_eq!(PartitionId::table("acme", "db", "t").as_str(), "acme/db/t");
         assert_eq!(PartitionId::monitor_runs("acme").as_str(), "acme/_monitors");
+        assert_eq!(PartitionId::assistant("acme").as_str(), "acme/_assistant");
         assert!(
             PartitionId::table("acme", "db", "t")
                 .as_str()

@@ -300,6 +300,26 @@ pub fn body_json(body: Option<&Body>) -> Result<Value> {
             "account": b.account,
             "job_id": b.job_id,
         }),
+        Some(Body::ThreadSet(b)) => json!({
+            "thread_id": b.thread_id,
+            "name": b.name,
+            "index_name": b.index_name,
+            "status": b.status,
+            "viz_context": json_text(&b.viz_context_json),
+            "workflow_name": b.workflow_name,
+            "owner": b.owner,
+            "created_micros": b.created_micros,
+        }),
+        Some(Body::ThreadDeleted(b)) => json!({"thread_id": b.thread_id}),
+        Some(Body::MessageAdded(b)) => json!({
+            "thread_id": b.thread_id,
+            "message_id": b.message_id,
+            "role": b.role,
+            "content": json_text(&b.content_json),
+            "author": b.author,
+            "reply_to": b.reply_to,
+        }),
+        Some(Body::MessagesCleared(b)) => json!({"thread_id": b.thread_id}),
     })
 }
 

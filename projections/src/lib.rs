@@ -14,6 +14,7 @@
 //! Projections can always be thrown away and rebuilt by replaying the log. Nothing here knows
 //! about HTTP.
 
+pub mod assistant;
 pub mod catalog;
 pub mod changes;
 pub mod control;

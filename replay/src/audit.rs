@@ -146,7 +146,8 @@ pub async fn run(audit: Audit) -> anyhow::Result<()> {
 fn split(partition: &str) -> (Option<String>, Option<String>, Option<String>) {
     let mut parts = partition.splitn(3, '/');
     let account = parts.next().filter(|a| *a != "_control").map(str::to_owned);
-    // `<account>/_monitors` names no database: database names never start with `_`.
+    // `<account>/_monitors` and `<account>/_assistant` name no database: database names never
+    // start with `_`.
     let database = parts
         .next()
         .filter(|d| !d.starts_with('_'))
@@ -351,6 +352,34 @@ fn describe(event: &Envelope) -> Change {
         Some(Body::ImportJobDeleted(b)) => {
             account = Some(b.account.clone());
             format!("import {} removed", b.job_id)
+        }
+        Some(Body::ThreadSet(b)) => {
+            account = event.partition.split_once('/').map(|(a, _)| a.to_owned());
+            format!(
+                "thread {} ({:?} on {}) {} by {}",
+                b.thread_id, b.name, b.index_name, b.status, b.owner
+            )
+        }
+        Some(Body::ThreadDeleted(b)) => {
+            account = event.partition.split_once('/').map(|(a, _)| a.to_owned());
+            format!("thread {} deleted with its messages", b.thread_id)
+        }
+        Some(Body::MessageAdded(b)) => {
+            account = event.partition.split_once('/').map(|(a, _)| a.to_owned());
+            match b.reply_to.is_empty() {
+                true => format!(
+                    "thread {}: {} message {} by {}",
+                    b.thread_id, b.role, b.message_id, b.author
+                ),
+                false => format!(
+                    "thread {}: {} message {} answering {}",
+                    b.thread_id, b.role, b.message_id, b.reply_to
+                ),
+            }
+        }
+        Some(Body::MessagesCleared(b)) => {
+            account = event.partition.split_once('/').map(|(a, _)| a.to_owned());
+            format!("thread {}: messages cleared", b.thread_id)
         }
         Some(Body::DatabaseCreated(b)) => {
             (account, database) = (Some(b.account.clone()), Some(b.name.clone()));

@@ -2,7 +2,7 @@
 //! triggers' conditions over the rendered result; its actions' templates; then, unless it is a
 //! dry run, the run recorded with the alerts it owes, and each alert delivered and recorded.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::collections::BTreeMap;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value, json};
@@ -17,26 +17,16 @@ use super::{
     delivery::{self, Alert, Destination},
 };
 use crate::{
-    engine::{
-        PlatformPrincipal, SearchOptions, SqlOutcome, TimeBounds,
-        monitors::{
-            condition::{Condition, Input},
-            document::{check_read_only, throttle_micros},
-            template,
-        },
-        promql::Evaluation,
+    engine::monitors::{
+        condition::{Condition, Input},
+        document::throttle_micros,
+        template,
     },
-    error::Error,
-    http::{
-        search::{Shown, answer},
-        sql::rows,
-    },
+    queries::{self, failure},
 };
 
 /// The longest stored result of a run; a larger one is summarized in the runs partition.
 const MAX_STORED_RESULT: usize = 16 * 1024;
-/// How long a monitor's PromQL query may take.
-const PROMQL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How a run was asked for.
 #[derive(Clone, Debug)]
@@ -53,18 +43,6 @@ pub struct Execution {
 
 fn iso(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Millis, true)
-}
-
-/// An error as a run records it: the status a request would have had, and the message.
-fn failure(error: &Error) -> String {
-    let status = crate::http::error::status(error.code()).as_u16();
-    format!("{status}: {}", error.public_message())
-}
-
-/// A query's rendered result and its count (see API.md: hits.total.value, `size`, series).
-struct Answered {
-    rendered: Value,
-    count: u64,
 }
 
 /// One action of a fired trigger, rendered, before it is sent.
@@ -90,7 +68,7 @@ impl Alerting {
             }
         };
         let input = match self.engine.monitor_author(monitor) {
-            Ok(author) => self.query(&author, &doc["query"]).await,
+            Ok(author) => queries::run(&self.engine, &author, &doc["query"]).await,
             Err(error) => Err(failure(&error)),
         };
         let monitor_view = json!({
@@ -451,90 +429,6 @@ impl Alerting {
         };
         self.send(account, monitor_id, &owed.run_id, &rendered)
             .await;
-    }
-
-    /// Runs a monitor's query as `author`: its rendered result and count.
-    async fn query(&self, author: &PlatformPrincipal, query: &Value) -> Result<Answered, String> {
-        let engine = &self.engine;
-        match query["type"].as_str() {
-            Some("querydsl") => {
-                let names: Vec<&str> = query["datasets"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .collect();
-                let result = engine
-                    .search_dataset(
-                        author,
-                        Some(&names.join(",")),
-                        &query["body"],
-                        &SearchOptions::default(),
-                    )
-                    .await
-                    .map_err(|e| failure(&e))?;
-                Ok(Answered {
-                    count: result.total.map_or(0, |t| t.value),
-                    rendered: answer(&result, Shown::default()),
-                })
-            }
-            Some("sql") => {
-                let statement = query["statement"].as_str().unwrap_or_default();
-                check_read_only(statement)?;
-                let origin = author.origin(&uuid::Uuid::now_v7().to_string());
-                let outcome = engine
-                    .platform_sql(author, statement, TimeBounds::default(), None, &origin)
-                    .await
-                    .map_err(|e| failure(&e))?;
-                let SqlOutcome::Rows(result) = outcome else {
-                    return Err("a monitor's statement must read, not write".to_owned());
-                };
-                let rows = rows(&result);
-                let columns: Vec<Value> = result
-                    .schema
-                    .fields()
-                    .iter()
-                    .map(|f| {
-                        json!({"name": f.name(), "type": crate::engine::sql_type_name(f.data_type())})
-                    })
-                    .collect();
-                Ok(Answered {
-                    count: rows.len() as u64,
-                    rendered: json!({"columns": columns, "rows": rows, "size": rows.len()}),
-                })
-            }
-            Some("promql") => {
-                let text = query["query"].as_str().unwrap_or_default();
-                let at = match (query["start"].as_i64(), query["end"].as_i64()) {
-                    (Some(start), Some(end)) => Evaluation::Range {
-                        start,
-                        end,
-                        step: query["step"].as_i64().unwrap_or(60).saturating_mul(1000),
-                    },
-                    _ => Evaluation::Instant {
-                        time: Utc::now().timestamp_millis(),
-                    },
-                };
-                let output = engine
-                    .promql_query(author, query["index"].as_str(), text, at, PROMQL_TIMEOUT)
-                    .await
-                    .map_err(|e| format!("{}: {}", e.kind.as_str(), e.message))?;
-                let data: Value =
-                    serde_json::from_slice(&crate::http::promql::render::result(&output.value))
-                        .map_err(|e| format!("the PromQL result does not render: {e}"))?;
-                let count = match data["resultType"].as_str() {
-                    Some("vector") | Some("matrix") => {
-                        data["result"].as_array().map_or(0, |r| r.len() as u64)
-                    }
-                    _ => 1,
-                };
-                Ok(Answered {
-                    count,
-                    rendered: json!({"status": "success", "data": data}),
-                })
-            }
-            other => Err(format!("{other:?} is not a query type this server runs")),
-        }
     }
 }
 

@@ -270,3 +270,42 @@ impl<S: Clone + Send + Sync + 'static> Permit<'_, S> {
 
 #[cfg(test)]
 mod race_tests;
+
+/// The leaders of one kind of per-account partition (`<account>/_monitors`,
+/// `<account>/_assistant`) this node has opened, by account.
+pub(in crate::engine) type AccountLeaders<S> = parking_lot::Mutex<
+    std::collections::HashMap<String, Arc<tokio::sync::OnceCell<Arc<Leader<S>>>>>,
+>;
+
+impl super::Engine {
+    /// The leader of `account`'s partition of the kind `leaders` holds, opened on first use:
+    /// its projection (`open`, from the node's state store) caught up with the log.
+    pub(in crate::engine) async fn account_leader<P: strata_projections::Projection>(
+        &self,
+        leaders: &AccountLeaders<P::Snapshot>,
+        account: &str,
+        open: fn(&strata_projections::StateStore, &str) -> strata_projections::Result<P>,
+    ) -> Result<Arc<Leader<P::Snapshot>>> {
+        let cell = leaders
+            .lock()
+            .entry(account.to_owned())
+            .or_default()
+            .clone();
+        let leader = cell
+            .get_or_try_init(|| async {
+                let store = self.store.clone();
+                let owner = account.to_owned();
+                let projection = super::blocking(move || open(&store, &owner)).await??;
+                let projector = Projector::start(self.log.clone(), projection).await?;
+                Ok::<_, Error>(Arc::new(Leader::new(
+                    self.log.clone(),
+                    projector,
+                    self.config.cluster.node_id.clone(),
+                    Duration::ZERO,
+                    self.metrics.clone(),
+                )))
+            })
+            .await?;
+        Ok(leader.clone())
+    }
+}

@@ -26,7 +26,7 @@ mod tables;
 pub use data_plane::search;
 use data_plane::{catalog, changes, table};
 use platform::{access, aliases, datasets, governance, ingest, query_dsl, samples, sql, users};
-pub use platform::{connections, imports, monitors, promql};
+pub use platform::{assistant, connections, imports, monitors, promql};
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
@@ -140,6 +140,8 @@ pub struct Engine {
     control_checked: tokio::sync::Mutex<Option<std::time::Instant>>,
     /// The writers of the accounts' monitor runs partitions this node has opened.
     monitor_runs: monitors::RunsLeaders,
+    /// The writers of the accounts' conversation partitions this node has opened.
+    assistant: platform::assistant::AssistantLeaders,
     /// The sources of connections this node has opened.
     sources: platform::connections::Sources,
     /// Told when an import job is started or deleted here, so that the runner looks at once.
@@ -218,6 +220,7 @@ impl Engine {
             cluster: std::sync::OnceLock::new(),
             control_checked: tokio::sync::Mutex::new(None),
             monitor_runs: Default::default(),
+            assistant: Default::default(),
             sources: Default::default(),
             imports_changed: tokio::sync::Notify::new(),
             seal,

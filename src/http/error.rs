@@ -29,6 +29,7 @@ pub fn status(code: ErrorCode) -> StatusCode {
         | ErrorCode::AccountExists
         | ErrorCode::UserExists
         | ErrorCode::Exists
+        | ErrorCode::Conflict
         | ErrorCode::Busy => StatusCode::CONFLICT,
         ErrorCode::ConcurrentChange => StatusCode::PRECONDITION_FAILED,
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -126,6 +127,7 @@ mod tests {
             ErrorCode::AccountExists,
             ErrorCode::UserExists,
             ErrorCode::Exists,
+            ErrorCode::Conflict,
             ErrorCode::Busy,
             ErrorCode::ConcurrentChange,
             ErrorCode::Unavailable,

@@ -6,6 +6,7 @@
 
 mod alerting;
 mod aliases;
+mod assistant;
 mod body;
 mod connections;
 mod data_plane;
@@ -48,6 +49,8 @@ pub struct AppState {
     pub engine: Arc<Engine>,
     /// Runs monitors (POST execute; the scheduler holds the same).
     pub alerting: Arc<crate::alerting::Alerting>,
+    /// Answers the questions added to threads.
+    pub assistant: Arc<crate::assistant::Assistant>,
     /// Sends requests on to the node that serves them, in a cluster.
     forwarder: reqwest::Client,
     /// How the other nodes' listeners are reached: `http`, or `https` when this node serves
@@ -73,6 +76,7 @@ impl AppState {
         };
         Ok(AppState {
             alerting: crate::alerting::Alerting::new(engine.clone())?,
+            assistant: crate::assistant::Assistant::new(engine.clone()),
             engine,
             forwarder: forward::client(&trusted)?,
             scheme: match tls {

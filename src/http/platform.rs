@@ -20,7 +20,7 @@ use axum::{
 use serde_json::json;
 
 use super::{
-    AppState, Signed, alerting, aliases, body::PathName, connections, documents,
+    AppState, Signed, alerting, aliases, assistant, body::PathName, connections, documents,
     error::PlatformError, forward, governance, health, promql, samples, sql,
 };
 use crate::{
@@ -179,6 +179,21 @@ route_table! {
     "/import/jobs" => {get: connections::list_imports},
     "/import/jobs/{id}" => {delete: connections::delete_import},
     "/import/{id}" => {put: connections::start_import},
+    // Conversation.
+    "/assistant/threads" => {get: assistant::list_threads, post: assistant::create_thread},
+    "/assistant/threads/{id}" => {
+        get: assistant::get_thread,
+        put: assistant::update_thread,
+        patch: assistant::update_thread,
+        delete: assistant::delete_thread,
+    },
+    "/assistant/threads/{id}/messages" => {
+        get: assistant::list_messages,
+        post: assistant::post_thread_message,
+        delete: assistant::clear_messages,
+    },
+    "/assistant/message" => {post: assistant::post_message},
+    "/assistant/nl" => {get: assistant::nl},
 }
 
 pub fn routes(state: AppState) -> Router {

@@ -442,6 +442,26 @@ where
     false
 }
 
+/// Creates platform user `name` holding `roles`, as the root user `root`; its signed client.
+pub async fn user(root: &Signed, server: &Server, name: &str, roles: &[&str]) -> Signed {
+    let roles = serde_json::to_string(roles).unwrap();
+    let created = yaml(
+        root,
+        "PUT",
+        &format!("/user/{name}"),
+        &format!("Version: 2025-01-01\nPassword: correct-horse-battery\nRoles: {roles}\n"),
+    )
+    .await;
+    assert_eq!(created.status, 200, "{created:?}");
+    Signed::new(
+        server,
+        &Credentials {
+            access_key: created.body["access_key"].as_str().unwrap().to_owned(),
+            secret_key: created.body["secret_key"].as_str().unwrap().to_owned(),
+        },
+    )
+}
+
 /// A platform user's SigV4 credentials.
 #[derive(Clone, Debug)]
 pub struct Credentials {

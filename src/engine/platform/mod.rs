@@ -3,10 +3,12 @@
 //! reads and writes of datasets ([`access`]), datasets ([`datasets`]) and their aliases
 //! ([`aliases`]) and mappings ([`mappings`]), records written in bulk ([`ingest`]) and samples
 //! ([`samples`]), and the three query languages: the Query DSL ([`query_dsl`]), SQL ([`sql`])
-//! and PromQL ([`promql`]). Each is a method of the engine, over the node core's tables.
+//! and PromQL ([`promql`]); conversation threads and their messages ([`assistant`]). Each is a
+//! method of the engine, over the node core's tables.
 
 pub(super) mod access;
 pub(super) mod aliases;
+pub mod assistant;
 pub(super) mod batches;
 pub mod connections;
 pub(super) mod datasets;

@@ -39,6 +39,7 @@
 mod aggs;
 mod cells;
 mod coerce;
+pub(crate) use coerce::date_math;
 mod query;
 mod subset;
 #[cfg(test)]

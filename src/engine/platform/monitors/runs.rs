@@ -6,7 +6,7 @@
 //! the account next delivers it (at least once). The newest planned start of each monitor is
 //! there too, so a restarted scheduler neither repeats nor skips a run.
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 use strata_log::{
@@ -14,15 +14,16 @@ use strata_log::{
     event::{AlertDelivered, MonitorRan},
 };
 use strata_projections::{
-    Projector,
     control::{ControlState, Monitor},
     monitor_runs::{MonitorRunsProjection, RunsState},
 };
-use tokio::sync::OnceCell;
 
 use super::saved::monitor_info;
 use crate::{
-    engine::{Engine, Origin, PlatformPrincipal, blocking, leader::Leader},
+    engine::{
+        Engine, Origin, PlatformPrincipal,
+        leader::{AccountLeaders, Leader},
+    },
     error::{Error, Result},
 };
 
@@ -30,8 +31,7 @@ use crate::{
 pub(in crate::engine) type RunsLeader = Leader<Arc<RunsState>>;
 
 /// The runs leaders this node has opened, by account.
-pub(in crate::engine) type RunsLeaders =
-    parking_lot::Mutex<std::collections::HashMap<String, Arc<OnceCell<Arc<RunsLeader>>>>>;
+pub(in crate::engine) type RunsLeaders = AccountLeaders<Arc<RunsState>>;
 
 fn time_text(micros: i64) -> Value {
     match chrono::DateTime::from_timestamp_micros(micros) {
@@ -46,29 +46,8 @@ impl Engine {
     /// The leader of `account`'s runs partition, opened (its projection caught up with the
     /// log) on first use.
     async fn runs_leader(&self, account: &str) -> Result<Arc<RunsLeader>> {
-        let cell = self
-            .monitor_runs
-            .lock()
-            .entry(account.to_owned())
-            .or_default()
-            .clone();
-        let leader = cell
-            .get_or_try_init(|| async {
-                let store = self.store.clone();
-                let owner = account.to_owned();
-                let projection =
-                    blocking(move || MonitorRunsProjection::open(&store, &owner)).await??;
-                let projector = Projector::start(self.log.clone(), projection).await?;
-                Ok::<_, Error>(Arc::new(Leader::new(
-                    self.log.clone(),
-                    projector,
-                    self.config.cluster.node_id.clone(),
-                    Duration::ZERO,
-                    self.metrics.clone(),
-                )))
-            })
-            .await?;
-        Ok(leader.clone())
+        self.account_leader(&self.monitor_runs, account, MonitorRunsProjection::open)
+            .await
     }
 
     /// What `account`'s runs partition says now.

@@ -206,7 +206,7 @@ fn epoch(n: i64, seconds: bool) -> Option<DateTime<Utc>> {
 
 /// Date math `s` (`now-1d/d`, `2024-01-01||+1M`, or a plain date); `/unit` rounds to the unit's
 /// end when `round_up`, else to its start.
-pub(super) fn date_math(s: &str, round_up: bool, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+pub(crate) fn date_math(s: &str, round_up: bool, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     let (anchor, math) = if let Some(math) = s.strip_prefix("now") {
         (now, math)
     } else if let Some((date, math)) = s.split_once("||") {

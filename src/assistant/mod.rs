@@ -1,0 +1,382 @@
+//! Answering: each question added to a thread is planned, run and answered, and the answer is
+//! appended to the thread as a message with role `assistant` (spec 001 section 6.1).
+//!
+//! An edge of the service like [`crate::alerting`]: it learns the thread's dataset as the asker
+//! sees it (fields, types and known values, through the engine's access door), asks the
+//! planner ([`crate::engine::assistant::planner`]) for a plan, runs the plan's query with the
+//! asker's rights through the runner monitors use ([`crate::queries`]), and words the answer
+//! from the result alone. Sockets subscribed to the thread (GET /assistant/nl) get a progress
+//! frame for each stage, then the answer, or an error frame.
+
+use std::{
+    collections::HashMap,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use chrono::Utc;
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use crate::{
+    engine::{
+        Engine, PlatformPrincipal,
+        assistant::planner::{self, Field, Kind, MetricsSchema, Plan, Schema, render},
+    },
+    error::{Error, Result},
+    queries,
+};
+use strata_projections::assistant::Message;
+
+/// How long a dataset's schema and known values are reused before they are read again.
+const SCHEMA_TTL: Duration = Duration::from_secs(30);
+
+/// The most known values read per field.
+const KNOWN_VALUES: usize = 100;
+
+/// A frame for the sockets of one account that watch one thread.
+#[derive(Clone, Debug)]
+pub struct Frame {
+    pub account: String,
+    /// The thread's owner: only that user's sockets (and the root user's) see the frame.
+    pub owner: String,
+    pub thread_id: String,
+    /// The frame as sent: `{"type": "progress" | "answer" | "error", "thread_id", ...}`.
+    pub body: Value,
+}
+
+/// Schemas by account, user and dataset, with when they were read.
+type Schemas = HashMap<(String, String, String), (Instant, Arc<Schema>)>;
+
+/// The node's answering.
+pub struct Assistant {
+    engine: Arc<Engine>,
+    frames: broadcast::Sender<Arc<Frame>>,
+    schemas: parking_lot::Mutex<Schemas>,
+}
+
+impl std::fmt::Debug for Assistant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Assistant").finish_non_exhaustive()
+    }
+}
+
+/// A field's planner kind from its mapping type; `None` for what questions cannot name.
+fn kind(es_type: &str) -> Option<Kind> {
+    Some(match es_type {
+        "text" | "match_only_text" | "wildcard" => Kind::Text,
+        "keyword" | "constant_keyword" | "ip" => Kind::Keyword,
+        "long" | "integer" | "short" | "byte" | "double" | "float" | "half_float"
+        | "scaled_float" | "unsigned_long" => Kind::Number,
+        "date" | "date_nanos" => Kind::Date,
+        "boolean" => Kind::Bool,
+        _ => return None,
+    })
+}
+
+/// SQL rows (lists in column order) as objects by column name.
+fn rows_by_name(rendered: &Value) -> Value {
+    let names: Vec<String> = rendered["columns"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| c["name"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    let rows: Vec<Value> = rendered["rows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|row| {
+            let cells = row.as_array().cloned().unwrap_or_default();
+            Value::Object(names.iter().cloned().zip(cells).collect())
+        })
+        .collect();
+    json!({"rows": rows})
+}
+
+impl Assistant {
+    pub fn new(engine: Arc<Engine>) -> Arc<Assistant> {
+        Arc::new(Assistant {
+            engine,
+            frames: broadcast::channel(1024).0,
+            schemas: parking_lot::Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Every frame this node sends from now on (a socket keeps those of its threads).
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Frame>> {
+        self.frames.subscribe()
+    }
+
+    fn send(&self, account: &str, owner: &str, thread_id: &str, body: Value) {
+        // Nobody listening is fine: the answer is in the thread either way.
+        let _ = self.frames.send(Arc::new(Frame {
+            account: account.to_owned(),
+            owner: owner.to_owned(),
+            thread_id: thread_id.to_owned(),
+            body,
+        }));
+    }
+
+    /// Answers `question` (a user message just added) in the background.
+    pub fn spawn_answer(self: &Arc<Self>, principal: PlatformPrincipal, question: Message) {
+        if question.role != "user" {
+            return;
+        }
+        let me = self.clone();
+        tokio::spawn(async move { me.answer(&principal, &question).await });
+    }
+
+    /// Plans, runs and answers `question` for `principal`; the answer is appended to the
+    /// thread, and the frames go to the thread's sockets.
+    pub async fn answer(&self, principal: &PlatformPrincipal, question: &Message) {
+        let account = &principal.account;
+        let thread_id = &question.thread_id;
+        let owner = &principal.user;
+        let progress = |stage: &str| {
+            self.send(
+                account,
+                owner,
+                thread_id,
+                json!({"type": "progress", "thread_id": thread_id, "message_id": question.message_id, "stage": stage}),
+            );
+        };
+        progress("planning");
+        let content = match self.content(principal, question, &progress).await {
+            Ok(content) => content,
+            Err(error) => {
+                let message = error.public_message();
+                self.send(
+                    account,
+                    owner,
+                    thread_id,
+                    json!({"type": "error", "thread_id": thread_id, "message_id": question.message_id, "message": message}),
+                );
+                json!({"text": format!("I could not answer: {message}"), "error": message})
+            }
+        };
+        let failed = content.get("error").is_some();
+        if let Err(error) = self
+            .engine
+            .add_answer(principal, thread_id, &question.message_id, &content)
+            .await
+        {
+            tracing::warn!(%error, thread = %thread_id, "the answer could not be added to its thread");
+            if !failed {
+                self.send(
+                    account,
+                    owner,
+                    thread_id,
+                    json!({"type": "error", "thread_id": thread_id, "message_id": question.message_id, "message": error.public_message()}),
+                );
+            }
+            return;
+        }
+        if !failed {
+            self.send(
+                account,
+                owner,
+                thread_id,
+                json!({"type": "answer", "thread_id": thread_id, "message_id": question.message_id, "content": content}),
+            );
+        }
+    }
+
+    /// The answer's content: `{text, query: {language, text}, result, visualization, plan}`,
+    /// or `{text, suggestions}` when the question could not be planned.
+    async fn content(
+        &self,
+        principal: &PlatformPrincipal,
+        question: &Message,
+        progress: &impl Fn(&str),
+    ) -> Result<Value> {
+        let state = self.engine.assistant_state(&principal.account).await?;
+        let thread = state
+            .thread(&question.thread_id)
+            .ok_or_else(|| Error::NotFound(format!("no thread {:?}", question.thread_id)))?;
+        let asked: Value = serde_json::from_str(&question.content_json).unwrap_or_default();
+        let text = asked["user_query"].as_str().unwrap_or_default();
+        // The previous answer's plan, for follow-ups.
+        let previous: Option<Plan> = state
+            .messages(&question.thread_id)
+            .iter()
+            .rev()
+            .filter(|m| m.role == "assistant" && m.message_id != question.message_id)
+            .find_map(|m| {
+                let content: Value = serde_json::from_str(&m.content_json).ok()?;
+                serde_json::from_value(content.get("plan")?.clone()).ok()
+            });
+        let schema = self.schema(principal, &thread.index_name).await?;
+        let now = Utc::now();
+        let plan = match planner::plan(text, &schema, previous.as_ref(), now) {
+            Ok(plan) => plan,
+            Err(refusal) => {
+                return Ok(json!({
+                    "text": format!(
+                        "I cannot answer that: {}. Questions I can answer about {} include: {}",
+                        refusal.reason,
+                        schema.dataset,
+                        refusal.suggestions.join(" / ")
+                    ),
+                    "suggestions": refusal.suggestions,
+                }));
+            }
+        };
+        progress("running");
+        let query = render::query(&plan, now).map_err(Error::BadRequest)?;
+        let answered = queries::run(&self.engine, principal, &query)
+            .await
+            .map_err(|message| Error::BadRequest(format!("the query failed: {message}")))?;
+        let readable = match plan.promql {
+            Some(_) => answered.rendered.clone(),
+            None => rows_by_name(&answered.rendered),
+        };
+        Ok(json!({
+            "text": render::answer_text(&plan, &readable),
+            "query": render::shown(&query),
+            "result": answered.rendered,
+            "visualization": render::visualization(&plan),
+            "plan": plan,
+        }))
+    }
+
+    /// What the planner knows of `index` as `principal` sees it, read again after
+    /// [`SCHEMA_TTL`].
+    pub async fn schema(&self, principal: &PlatformPrincipal, index: &str) -> Result<Arc<Schema>> {
+        let key = (
+            principal.account.clone(),
+            principal.user.clone(),
+            index.to_owned(),
+        );
+        if let Some((at, schema)) = self.schemas.lock().get(&key)
+            && at.elapsed() < SCHEMA_TTL
+        {
+            return Ok(schema.clone());
+        }
+        let schema = Arc::new(self.read_schema(principal, index).await?);
+        self.schemas
+            .lock()
+            .insert(key, (Instant::now(), schema.clone()));
+        Ok(schema)
+    }
+
+    async fn read_schema(&self, principal: &PlatformPrincipal, index: &str) -> Result<Schema> {
+        let defs = self.engine.dataset_defs(principal, Some(index)).await?;
+        let def = match defs.as_slice() {
+            [def] => def.clone(),
+            [] => return Err(Error::NotFound(format!("no dataset {index:?}"))),
+            many => {
+                return Err(Error::BadRequest(format!(
+                    "{index:?} names {} datasets; a thread's questions are answered over one",
+                    many.len()
+                )));
+            }
+        };
+        let mut schema = Schema {
+            dataset: def.name.clone(),
+            ..Schema::default()
+        };
+        if def.metrics {
+            let end = Utc::now().timestamp_millis() + 60_000;
+            let series = self
+                .engine
+                .promql_series(principal, Some(&def.name), &[], 0, end)
+                .await
+                .map_err(|e| Error::BadRequest(e.message))?;
+            let mut names = std::collections::BTreeSet::new();
+            let mut labels: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+                Default::default();
+            for set in &series {
+                for (name, value) in set.iter() {
+                    match name {
+                        "__name__" => {
+                            names.insert(value.to_owned());
+                        }
+                        _ => {
+                            labels
+                                .entry(name.to_owned())
+                                .or_default()
+                                .insert(value.to_owned());
+                        }
+                    }
+                }
+            }
+            schema.metrics = Some(MetricsSchema {
+                names: names.into_iter().collect(),
+                labels: labels
+                    .into_iter()
+                    .map(|(name, values)| Field {
+                        name,
+                        kind: Kind::Keyword,
+                        values: values.into_iter().take(KNOWN_VALUES).collect(),
+                    })
+                    .collect(),
+            });
+            return Ok(schema);
+        }
+        for column in &def.columns {
+            if column.name.starts_with('_') && column.name != crate::engine::TIMESTAMP_FIELD {
+                continue;
+            }
+            let Some(kind) = kind(&crate::documents::mapping::es_type(&def, column)) else {
+                continue;
+            };
+            let values = match kind {
+                Kind::Text | Kind::Keyword => {
+                    self.known_values(principal, &def.name, &column.name).await
+                }
+                _ => Vec::new(),
+            };
+            schema.fields.push(Field {
+                name: column.name.clone(),
+                kind,
+                values,
+            });
+        }
+        schema.time_field = schema
+            .fields
+            .iter()
+            .find(|f| f.name == crate::engine::TIMESTAMP_FIELD)
+            .or_else(|| schema.fields.iter().find(|f| f.kind == Kind::Date))
+            .map(|f| f.name.clone());
+        Ok(schema)
+    }
+
+    /// The most frequent values of a field, as `principal` reads them (none when it cannot).
+    async fn known_values(
+        &self,
+        principal: &PlatformPrincipal,
+        dataset: &str,
+        field: &str,
+    ) -> Vec<String> {
+        let ident = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+        let statement = format!(
+            "SELECT {f} FROM {d} WHERE {f} IS NOT NULL GROUP BY {f} ORDER BY COUNT(*) DESC, {f} LIMIT {KNOWN_VALUES}",
+            f = ident(field),
+            d = ident(dataset)
+        );
+        match queries::run(
+            &self.engine,
+            principal,
+            &json!({"type": "sql", "statement": statement}),
+        )
+        .await
+        {
+            Ok(answered) => answered.rendered["rows"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|row| match &row[0] {
+                    Value::String(s) if s.chars().count() <= 200 => Some(s.clone()),
+                    Value::Null => None,
+                    other if !other.is_string() => Some(other.to_string()),
+                    _ => None,
+                })
+                .collect(),
+            Err(error) => {
+                tracing::debug!(%dataset, %field, %error, "no known values");
+                Vec::new()
+            }
+        }
+    }
+}
