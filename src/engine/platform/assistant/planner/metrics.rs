@@ -105,12 +105,20 @@ pub(super) fn plan(
         }
     }
     if metric.is_none() {
+        // The most words of a name in a row, at least those before its unit suffix
+        // ("http requests" names `http_requests_total`, "memory bytes" `memory_bytes`).
         let mut best = 0;
         for name in &metrics.names {
-            let parts: Vec<String> = name_parts(name)
-                .into_iter()
-                .filter(|p| !matches!(p.as_str(), "total" | "count" | "sum" | "seconds" | "bytes"))
-                .collect();
+            let parts = name_parts(name);
+            let needed = parts
+                .iter()
+                .rposition(|p| {
+                    !matches!(
+                        p.as_str(),
+                        "total" | "count" | "sum" | "seconds" | "bytes" | "ratio"
+                    )
+                })
+                .map_or(parts.len(), |last| last + 1);
             for i in 0..tokens.len() {
                 let mut len = 0;
                 while i + len < tokens.len()
@@ -119,7 +127,7 @@ pub(super) fn plan(
                 {
                     len += 1;
                 }
-                if len > best && len == parts.len() {
+                if len >= needed && len > best {
                     best = len;
                     metric = Some((name.clone(), i, len));
                 }
@@ -379,17 +387,25 @@ pub fn expression(plan: &Plan) -> String {
     let top = plan.limit;
     let range_fn = plan.function.as_deref();
     let name = measure.field.clone().unwrap_or_default();
-    let matchers: Vec<String> = filters
-        .iter()
-        .map(|f| {
-            format!(
-                "{}{}{}",
-                f.field,
-                if f.op == Cmp::Ne { "!=" } else { "=" },
-                quoted(&f.value)
-            )
-        })
-        .collect();
+    let mut matchers: Vec<String> = Vec::new();
+    for (i, f) in filters.iter().enumerate() {
+        let same: Vec<&Filter> = filters
+            .iter()
+            .filter(|g| g.op == Cmp::Eq && f.op == Cmp::Eq && g.field == f.field)
+            .collect();
+        if same.len() > 1 {
+            if filters.iter().position(|g| std::ptr::eq(g, same[0])) == Some(i) {
+                let values: Vec<String> = same
+                    .iter()
+                    .map(|g| regex_escape(g.value.as_str().unwrap_or_default()))
+                    .collect();
+                matchers.push(format!("{}=~{}", f.field, quoted(&values.join("|").into())));
+            }
+            continue;
+        }
+        let op = if f.op == Cmp::Ne { "!=" } else { "=" };
+        matchers.push(format!("{}{op}{}", f.field, quoted(&f.value)));
+    }
     let mut selector = match matchers.is_empty() {
         true => name,
         false => format!("{name}{{{}}}", matchers.join(",")),
@@ -414,4 +430,16 @@ pub fn expression(plan: &Plan) -> String {
         expr = format!("topk({n}, {expr})");
     }
     expr
+}
+
+/// A label value as a literal in a PromQL regular expression.
+fn regex_escape(value: &str) -> String {
+    let mut out = String::new();
+    for c in value.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }

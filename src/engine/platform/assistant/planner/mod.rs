@@ -196,6 +196,22 @@ pub struct Refusal {
 
 /// Words that name records in general, never a field or a value.
 const GENERIC_NOUNS: &[&str] = &[
+    "orders",
+    "order",
+    "transactions",
+    "transaction",
+    "purchases",
+    "purchase",
+    "sold",
+    "bought",
+    "ordered",
+    "placed",
+    "made",
+    "through",
+    "via",
+    "has",
+    "had",
+    "got",
     "records",
     "record",
     "rows",
@@ -528,6 +544,20 @@ pub fn plan(
 
     reading.find_mentions();
 
+    // "which host has the most errors", "what service has the highest average latency": the
+    // top one of that field.
+    let mut which = false;
+    for i in 0..reading.tokens.len() {
+        if reading.is(i, &["which", "what"])
+            && !reading.used[i]
+            && reading.mention_at(i + 1).is_some()
+        {
+            which = true;
+            reading.use_(i..i + 1);
+            break;
+        }
+    }
+
     // The measure.
     let mut measure: Option<Measure> = None;
     let mut top: Option<(u32, bool)> = None;
@@ -542,6 +572,19 @@ pub fn plan(
         }
         let w = reading.word(i).to_owned();
         let next = reading.word(i + 1).to_owned();
+        if which && top.is_none() {
+            let ascending = match w.as_str() {
+                "most" | "highest" | "largest" | "biggest" | "greatest" | "top" => Some(false),
+                "least" | "lowest" | "smallest" | "fewest" => Some(true),
+                _ => None,
+            };
+            if let Some(ascending) = ascending {
+                top = Some((1, ascending));
+                reading.use_(i..i + 1);
+                i += 1;
+                continue;
+            }
+        }
         let op = match w.as_str() {
             "how" if next == "many" => {
                 reading.use_(i..i + 2);
@@ -840,11 +883,30 @@ pub fn plan(
         };
         let j = m.at + m.len;
         let mut negate = false;
+        // "not on host a", "except host a".
+        let before = |k: usize| m.at.checked_sub(k).map_or("", |at| reading.word(at));
+        if matches!(before(1), "not" | "except" | "excluding") {
+            negate = true;
+            reading.use_(m.at - 1..m.at);
+        } else if matches!(before(1), "on" | "for" | "from" | "in" | "with" | "of")
+            && matches!(before(2), "not" | "except" | "excluding")
+        {
+            negate = true;
+            reading.use_(m.at - 2..m.at);
+        }
         if reading.is(j, &["not", "isn't", "wasn't"])
             || (reading.is(j, &["is", "was"]) && reading.is(j + 1, &["not"]))
         {
             negate = true;
         }
+        // "latency is at least 250": the verb before a comparison.
+        let j = match reading.is(j, &["is", "was", "are", "were"])
+            && comparison(&reading, j + 1)
+                .is_some_and(|(take, _)| number(reading.word(j + 1 + take)).is_some())
+        {
+            true => j + 1,
+            false => j,
+        };
         if let Some((take, cmp)) = comparison(&reading, j)
             && number(reading.word(j + take)).is_some()
             && field.kind == Kind::Number
@@ -1090,6 +1152,10 @@ pub fn plan(
             if reading.used[i] {
                 continue;
             }
+            // The field of a value the question gave ("the north region").
+            if filters.iter().any(|f| f.field == m.field) {
+                continue;
+            }
             unknown.push(w.to_owned());
             continue;
         }
@@ -1121,8 +1187,10 @@ pub fn plan(
     let asked_something =
         measure.is_some() || top.is_some() || interval.is_some() || group_by.is_some();
     let changes_something = !filters.is_empty() || window.is_some();
+    // A short question that asks for no measure changes the previous one ("by region").
+    let short = measure.is_none() && top.is_none() && reading.tokens.len() <= 4;
     let mut plan = match (
-        follow_up || (!asked_something && previous.is_some()),
+        follow_up || ((!asked_something || short) && previous.is_some()),
         previous,
     ) {
         (true, Some(previous)) if previous.promql.is_none() => {

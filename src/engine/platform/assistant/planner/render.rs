@@ -54,7 +54,28 @@ fn condition(filter: &Filter) -> String {
 
 /// The WHERE clause of a plan at `now` (empty when it filters nothing).
 fn where_clause(plan: &Plan, now: DateTime<Utc>) -> Result<String, String> {
-    let mut parts: Vec<String> = plan.filters.iter().map(condition).collect();
+    // Several values of one field are any of them ("errors or warnings"): `IN`.
+    let mut parts: Vec<String> = Vec::new();
+    for (i, filter) in plan.filters.iter().enumerate() {
+        let same: Vec<&Filter> = plan
+            .filters
+            .iter()
+            .filter(|f| f.op == Cmp::Eq && filter.op == Cmp::Eq && f.field == filter.field)
+            .collect();
+        if same.len() > 1 {
+            let first = plan.filters.iter().position(|f| std::ptr::eq(f, same[0]));
+            if first == Some(i) {
+                let values: Vec<String> = same.iter().map(|f| value_sql(&f.value)).collect();
+                parts.push(format!(
+                    "{} IN ({})",
+                    ident(&filter.field),
+                    values.join(", ")
+                ));
+            }
+            continue;
+        }
+        parts.push(condition(filter));
+    }
     if let (Some(window), Some(field)) = (&plan.window, &plan.time_field) {
         let bound = |math: &str| {
             instant(math, false, now)
