@@ -5,9 +5,10 @@
 //! Prometheus' `{status, data}`.
 //!
 //! A query is JSON: `{"type": "querydsl", "datasets": [...], "body": {...}}`, `{"type": "sql",
-//! "statement": "..."}` (it must read) or `{"type": "promql", "query": "...", "index"?, "start"?,
+//! "statement": "..."}` (it must read), `{"type": "promql", "query": "...", "index"?, "start"?,
 //! "end"?, "step"?}` (a range query when start and end are given, in milliseconds; step in
-//! seconds).
+//! seconds), or `{"type": "assistant", ..., "plan": {...}}` (the plan of a question, run as
+//! the SQL or PromQL it renders to at the time it runs).
 
 use std::time::Duration;
 
@@ -17,7 +18,9 @@ use serde_json::{Value, json};
 use crate::{
     engine::{
         Engine, PlatformPrincipal, SearchOptions, SqlOutcome, TimeBounds,
-        monitors::document::check_read_only, promql::Evaluation,
+        assistant::planner::{Plan, render},
+        monitors::document::check_read_only,
+        promql::Evaluation,
     },
     error::Error,
     http::{
@@ -49,6 +52,17 @@ pub async fn run(
     author: &PlatformPrincipal,
     query: &Value,
 ) -> Result<Answered, String> {
+    // An assistant query runs its plan, made when it was saved, at this time.
+    let planned;
+    let query = match query["type"].as_str() {
+        Some("assistant") => {
+            let plan: Plan = serde_json::from_value(query["plan"].clone())
+                .map_err(|e| format!("400: the monitor's plan is not a plan: {e}"))?;
+            planned = render::query(&plan, Utc::now()).map_err(|e| format!("400: {e}"))?;
+            &planned
+        }
+        _ => query,
+    };
     match query["type"].as_str() {
         Some("querydsl") => {
             let names: Vec<&str> = query["datasets"]

@@ -841,3 +841,69 @@ async fn a_socket_is_signed_in_its_headers_or_presigned_in_its_query() {
             .is_err()
     );
 }
+
+#[tokio::test]
+async fn a_monitor_asks_a_question_planned_once_when_it_is_saved() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--set", "alerting.scheduler=false"]);
+    let root = Signed::new(&server, &root_user(dir.path(), "acme"));
+    seed_requests(&root).await;
+    let monitor = json!({
+        "_id": "errors",
+        "name": "errors on b",
+        "schedule": {"period": {"interval": 1, "unit": "MINUTES"}},
+        "query": {"type": "assistant", "datasets": ["requests"], "body": {"query": "how many errors on host b in the last hour?"}},
+        "triggers": [{
+            "name": "any", "severity": 1,
+            "condition": {"type": "field_greater_than", "path": "/rows/0/0", "value": 0},
+        }],
+    });
+    let created = root.send_json("POST", "/monitor", Some(&monitor)).await;
+    assert_eq!(created.status, 200, "{created:?}");
+    // The plan is kept with the monitor, the window relative (it moves with each run).
+    let saved = root.send_json("GET", "/monitor/errors", None).await;
+    let plan = &saved.body["monitor"]["query"]["plan"];
+    assert_eq!(plan["measure"]["op"], "count", "{saved:?}");
+    assert_eq!(plan["window"]["from"], "now-1h", "{saved:?}");
+    assert_eq!(
+        plan["filters"],
+        json!([{"field": "host", "op": "eq", "value": "b"}, {"field": "level", "op": "eq", "value": "error"}])
+    );
+
+    let run = root
+        .send_json("POST", "/monitor/errors/execute", None)
+        .await;
+    assert_eq!(run.status, 200, "{run:?}");
+    assert_eq!(
+        run.body["input_results"]["results"][0]["rows"],
+        json!([[1]]),
+        "{run:?}"
+    );
+    assert_eq!(
+        run.body["trigger_results"]["any"]["triggered"], true,
+        "{run:?}"
+    );
+
+    // A question the planner cannot read is refused when the monitor is saved.
+    let mut unclear = monitor.clone();
+    unclear["_id"] = json!("unclear");
+    unclear["query"]["body"]["query"] = json!("how many errors from paris?");
+    let refused = root.send_json("POST", "/monitor", Some(&unclear)).await;
+    assert_eq!(refused.status, 400, "{refused:?}");
+    assert!(message(&refused).contains("\"paris\""), "{refused:?}");
+    // A plan sent by the client is replaced by the server's.
+    let mut forged = monitor.clone();
+    forged["_id"] = json!("forged");
+    forged["query"]["plan"] = json!({"dataset": "requests", "measure": {"op": "count"}});
+    assert_eq!(
+        root.send_json("POST", "/monitor", Some(&forged))
+            .await
+            .status,
+        200
+    );
+    let saved = root.send_json("GET", "/monitor/forged", None).await;
+    assert_eq!(
+        saved.body["monitor"]["query"]["plan"]["window"]["from"],
+        "now-1h"
+    );
+}

@@ -61,13 +61,7 @@ impl Receiver {
 
 /// A request with a JSON body (or none), a JSON answer asked for.
 async fn send(client: &Signed, method: &str, path: &str, body: Option<&Value>) -> Answer {
-    let body = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
-    let extra = [
-        ("content-type", "application/json"),
-        ("accept", "application/json"),
-    ];
-    let headers = client.sign(method, path, &extra, &body, chrono::Utc::now());
-    client.send_raw(method, path, &headers, body).await
+    client.send_json(method, path, body).await
 }
 
 fn message(answer: &Answer) -> &str {
@@ -229,7 +223,7 @@ async fn channels_and_monitors_are_documents_checked_field_by_field() {
             json!({"period": {"interval": 1, "unit": "WEEKS"}}),
             "schedule.period.unit",
         ),
-        ("/query/type", json!("assistant"), "query.type"),
+        ("/query/type", json!("assistant"), "query.body.query"),
         (
             "/triggers/0/condition",
             json!({"type": "field_equals", "path": "no-slash", "value": 1}),

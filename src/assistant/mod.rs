@@ -240,6 +240,48 @@ impl Assistant {
         }))
     }
 
+    /// The plan of a monitor's question about `dataset` (a monitor of query type `assistant`),
+    /// made once when the monitor is saved; a 400 saying what was not understood otherwise.
+    pub async fn plan_monitor(
+        &self,
+        principal: &PlatformPrincipal,
+        dataset: &str,
+        question: &str,
+    ) -> Result<Plan> {
+        let schema = self.schema(principal, dataset).await?;
+        planner::plan(question, &schema, None, Utc::now()).map_err(|refusal| {
+            Error::BadRequest(format!(
+                "query.body.query: {}; questions it can answer include: {}",
+                refusal.reason,
+                refusal.suggestions.join(" / ")
+            ))
+        })
+    }
+
+    /// Fills in the plan of a monitor document whose query is a question (`assistant`),
+    /// replacing any plan the document carries.
+    pub async fn plan_monitor_document(
+        &self,
+        principal: &PlatformPrincipal,
+        doc: &mut Value,
+    ) -> Result<()> {
+        let query = &doc["query"];
+        if query["type"] != "assistant" {
+            return Ok(());
+        }
+        let (Some(dataset), Some(question)) = (
+            query["datasets"].get(0).and_then(Value::as_str),
+            query["body"]["query"].as_str(),
+        ) else {
+            // The monitor's own checks say what is missing.
+            return Ok(());
+        };
+        let plan = self.plan_monitor(principal, dataset, question).await?;
+        doc["query"]["plan"] =
+            serde_json::to_value(&plan).map_err(|e| Error::Internal(e.to_string()))?;
+        Ok(())
+    }
+
     /// What the planner knows of `index` as `principal` sees it, read again after
     /// [`SCHEMA_TTL`].
     pub async fn schema(&self, principal: &PlatformPrincipal, index: &str) -> Result<Arc<Schema>> {

@@ -142,7 +142,12 @@ pub async fn create_monitor(
     body: Bytes,
 ) -> Result<Response, PlatformError> {
     const OP: &str = "create monitor";
-    let doc: Value = document(&headers, &body).map_err(PlatformError::of(OP))?;
+    let mut doc: Value = document(&headers, &body).map_err(PlatformError::of(OP))?;
+    state
+        .assistant
+        .plan_monitor_document(&principal, &mut doc)
+        .await
+        .map_err(PlatformError::of(OP))?;
     let origin = principal.origin(&request_id.0);
     let monitor = state
         .engine
@@ -203,7 +208,12 @@ pub async fn patch_monitor(
 ) -> Result<Response, PlatformError> {
     const OP: &str = "update monitor";
     let id = id_of(id, OP)?;
-    let doc: Value = document(&headers, &body).map_err(PlatformError::of(OP))?;
+    let mut doc: Value = document(&headers, &body).map_err(PlatformError::of(OP))?;
+    state
+        .assistant
+        .plan_monitor_document(&principal, &mut doc)
+        .await
+        .map_err(PlatformError::of(OP))?;
     let origin = principal.origin(&request_id.0);
     let monitor = state
         .engine

@@ -602,6 +602,18 @@ impl Signed {
             .await
     }
 
+    /// A signed request with a JSON body (or none) that asks for a JSON answer (the YAML
+    /// endpoints answer YAML otherwise).
+    pub async fn send_json(&self, method: &str, path: &str, body: Option<&Value>) -> Answer {
+        let body = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
+        let extra = [
+            ("content-type", "application/json"),
+            ("accept", "application/json"),
+        ];
+        let headers = self.sign(method, path, &extra, &body, chrono::Utc::now());
+        self.send_raw(method, path, &headers, body).await
+    }
+
     /// A signed request with a JSON body (or none).
     pub async fn send(&self, method: &str, path_and_query: &str, body: Option<&Value>) -> Answer {
         let body = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();

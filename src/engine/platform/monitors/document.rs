@@ -230,7 +230,7 @@ fn http_url(block: &Map<String, Value>, at: &str) -> Result<String> {
 }
 
 /// The query kinds a monitor may run.
-pub const QUERY_TYPES: &[&str] = &["querydsl", "sql", "promql"];
+pub const QUERY_TYPES: &[&str] = &["querydsl", "sql", "promql", "assistant"];
 
 /// What a monitor document must satisfy beyond its own fields: the channels and templates it
 /// may name.
@@ -410,13 +410,54 @@ fn query(doc: &Value) -> Result<Value> {
             }
             Ok(out)
         }
-        "assistant" => Err(invalid(
-            "query.type",
-            "assistant monitors arrive with the conversation feature; use querydsl, sql or promql",
-        )),
+        "assistant" => {
+            // The plan is the server's: made from the question when the monitor is saved
+            // (`assistant::plan_monitor`), so that every run runs the same query.
+            no_other_keys(fields, &["type", "datasets", "body", "plan"], at)?;
+            let dataset = match fields.get("datasets") {
+                Some(Value::Array(list))
+                    if list.len() == 1 && list[0].as_str().is_some_and(|d| !d.is_empty()) =>
+                {
+                    list[0].as_str().unwrap_or_default().to_owned()
+                }
+                _ => {
+                    return Err(invalid(
+                        "query.datasets",
+                        "must name one dataset, the one the question is about",
+                    ));
+                }
+            };
+            let question = match fields.get("body").and_then(|b| b.get("query")) {
+                Some(Value::String(q)) if !q.trim().is_empty() => q.clone(),
+                _ => {
+                    return Err(invalid(
+                        "query.body.query",
+                        "must be the question, in words",
+                    ));
+                }
+            };
+            let plan = fields.get("plan").ok_or_else(|| {
+                invalid(
+                    "query.plan",
+                    "is made by the server when the monitor is saved",
+                )
+            })?;
+            let parsed: crate::engine::assistant::planner::Plan =
+                serde_json::from_value(plan.clone())
+                    .map_err(|e| invalid("query.plan", format!("is not a plan: {e}")))?;
+            if parsed.dataset != dataset {
+                return Err(invalid(
+                    "query.plan",
+                    "plans another dataset than query.datasets names",
+                ));
+            }
+            Ok(
+                json!({"type": "assistant", "datasets": [dataset], "body": {"query": question}, "plan": plan}),
+            )
+        }
         other => Err(invalid(
             "query.type",
-            format!("{other:?} is not a query type (querydsl, sql, promql)"),
+            format!("{other:?} is not a query type (querydsl, sql, promql, assistant)"),
         )),
     }
 }

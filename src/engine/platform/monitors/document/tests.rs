@@ -75,7 +75,8 @@ fn every_invalid_field_is_named() {
             "[schedule.period",
         ),
         ("/query/type", json!("graphql"), "[query.type]"),
-        ("/query/type", json!("assistant"), "[query.type] assistant"),
+        // A question monitor's body is the question in words.
+        ("/query/type", json!("assistant"), "[query.body.query]"),
         ("/query/body", json!({"size": "ten"}), "[query.body]"),
         (
             "/triggers/0/condition",
