@@ -120,11 +120,31 @@ impl Default for ImportsConfig {
 pub struct AssistantConfig {
     /// How often an idle conversation socket is pinged, in milliseconds.
     pub ping_ms: u64,
+    /// Who plans questions first: `none` (the built-in planner alone) or `openai-compatible`
+    /// (a model behind an OpenAI-compatible chat completions API, whose plans are checked and
+    /// which falls back to the built-in planner).
+    pub provider: String,
+    /// The API's base URL (`http://127.0.0.1:8000/v1`); `/chat/completions` is added.
+    pub base_url: String,
+    pub model: String,
+    /// The name of the environment variable holding the API key (never the key itself);
+    /// empty: no key is sent.
+    pub api_key_env: String,
+    /// How long a model may take to answer, in milliseconds, before the built-in planner
+    /// answers instead.
+    pub timeout_ms: u64,
 }
 
 impl Default for AssistantConfig {
     fn default() -> Self {
-        AssistantConfig { ping_ms: 20_000 }
+        AssistantConfig {
+            ping_ms: 20_000,
+            provider: "none".to_owned(),
+            base_url: String::new(),
+            model: String::new(),
+            api_key_env: String::new(),
+            timeout_ms: 10_000,
+        }
     }
 }
 
@@ -534,6 +554,20 @@ impl Config {
         }
         if self.log.segment_bytes < 4096 {
             return invalid("log.segment_bytes must be at least 4096");
+        }
+        match self.assistant.provider.as_str() {
+            "none" => {}
+            "openai-compatible" => {
+                if !(self.assistant.base_url.starts_with("http://")
+                    || self.assistant.base_url.starts_with("https://"))
+                    || self.assistant.model.is_empty()
+                {
+                    return invalid(
+                        "assistant.provider = \"openai-compatible\" needs assistant.base_url (an http or https URL) and assistant.model",
+                    );
+                }
+            }
+            _ => return invalid("assistant.provider must be \"none\" or \"openai-compatible\""),
         }
         Ok(())
     }

@@ -907,3 +907,124 @@ async fn a_monitor_asks_a_question_planned_once_when_it_is_saved() {
         "now-1h"
     );
 }
+
+/// A stand-in for an OpenAI-compatible chat completions API on loopback: it answers from a
+/// fixed table of questions and records what it was sent.
+async fn fake_model(
+    answers: Vec<(&'static str, String)>,
+) -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>,
+) {
+    use axum::{Json, Router, extract::State, http::HeaderMap, routing::post};
+    type Seen = std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>;
+    type Table = std::sync::Arc<Vec<(&'static str, String)>>;
+    let seen: Seen = Default::default();
+    async fn complete(
+        State((answers, seen)): State<(Table, Seen)>,
+        headers: HeaderMap,
+        Json(body): Json<Value>,
+    ) -> Json<Value> {
+        let key = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        seen.lock().unwrap().push((key, body.clone()));
+        let question = body["messages"][2]["content"].as_str().unwrap_or_default();
+        let content = answers
+            .iter()
+            .find(|(q, _)| *q == question)
+            .map(|(_, a)| a.clone())
+            .unwrap_or_else(|| "{\"refuse\": \"not in my table\"}".to_owned());
+        Json(
+            json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}),
+        )
+    }
+    let app = Router::new()
+        .route("/v1/chat/completions", post(complete))
+        .with_state((std::sync::Arc::new(answers), seen.clone()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, seen)
+}
+
+#[tokio::test]
+async fn a_configured_model_plans_first_and_the_planner_takes_over_when_its_plan_does_not_hold() {
+    let (url, seen) = fake_model(vec![
+        (
+            "how bad was it on host b?",
+            json!({"dataset": "requests", "measure": {"op": "count"},
+                   "filters": [{"field": "host", "op": "eq", "value": "b"}, {"field": "level", "op": "eq", "value": "error"}]})
+            .to_string(),
+        ),
+        // A field the dataset does not have: not used.
+        (
+            "how many errors?",
+            json!({"dataset": "requests", "measure": {"op": "count"},
+                   "filters": [{"field": "severity", "op": "eq", "value": "error"}]})
+            .to_string(),
+        ),
+        ("average latency", "I would say about 100".to_owned()),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_with(
+        dir.path(),
+        &[
+            "--set",
+            "assistant.provider=openai-compatible",
+            "--set",
+            &format!("assistant.base_url={url}"),
+            "--set",
+            "assistant.model=fixed-table",
+            "--set",
+            "assistant.api_key_env=MODEL_KEY_OF_THE_TEST",
+        ],
+        &[("MODEL_KEY_OF_THE_TEST", "sk-test".to_owned())],
+    );
+    let root = Signed::new(&server, &root_user(dir.path(), "acme"));
+    seed_requests(&root).await;
+    let created = create(&root, json!({"name": "t", "index_name": "requests"})).await;
+    let id = created.body["id"].as_str().unwrap().to_owned();
+    let mut asked = 0;
+    let mut answer_to = |question: &'static str| {
+        asked += 1;
+        let (root, id, asked) = (root.clone(), id.clone(), asked);
+        async move {
+            let posted = root
+                .send("POST", "/assistant/message", Some(&ask(&id, question)))
+                .await;
+            assert_eq!(posted.status, 200, "{posted:?}");
+            settled(&root, &id, asked * 2).await.last().unwrap()["content"].clone()
+        }
+    };
+
+    // The model's plan, checked, is run: a question the built-in planner would refuse.
+    let content = answer_to("how bad was it on host b?").await;
+    assert_eq!(content["planner"], "model", "{content}");
+    assert_eq!(content["result"]["rows"], json!([[1]]), "{content}");
+    // A plan naming a field that is not there falls back to the built-in planner.
+    let content = answer_to("how many errors?").await;
+    assert_eq!(content["planner"], "rules", "{content}");
+    assert_eq!(content["result"]["rows"], json!([[2]]), "{content}");
+    // So does an answer that is no plan.
+    let content = answer_to("average latency").await;
+    assert_eq!(content["planner"], "rules", "{content}");
+    assert_eq!(
+        content["query"]["text"],
+        r#"SELECT AVG("latency_ms") AS "avg_latency_ms" FROM "requests""#
+    );
+
+    // The model got the key, the schema and the question.
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3);
+    assert_eq!(seen[0].0, "Bearer sk-test");
+    let context = seen[0].1["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        context.contains("latency_ms") && context.contains("\"error\""),
+        "{context}"
+    );
+    assert_eq!(seen[0].1["model"], "fixed-table");
+}

@@ -28,6 +28,8 @@ use crate::{
 };
 use strata_projections::assistant::Message;
 
+pub mod model;
+
 /// How long a dataset's schema and known values are reused before they are read again.
 const SCHEMA_TTL: Duration = Duration::from_secs(30);
 
@@ -51,6 +53,8 @@ type Schemas = HashMap<(String, String, String), (Instant, Arc<Schema>)>;
 /// The node's answering.
 pub struct Assistant {
     engine: Arc<Engine>,
+    /// The configured model provider, asked before the built-in planner.
+    model: Option<model::Model>,
     frames: broadcast::Sender<Arc<Frame>>,
     schemas: parking_lot::Mutex<Schemas>,
 }
@@ -95,12 +99,14 @@ fn rows_by_name(rendered: &Value) -> Value {
 }
 
 impl Assistant {
-    pub fn new(engine: Arc<Engine>) -> Arc<Assistant> {
-        Arc::new(Assistant {
+    pub fn new(engine: Arc<Engine>) -> anyhow::Result<Arc<Assistant>> {
+        let model = model::Model::from_config(&engine.config().assistant)?;
+        Ok(Arc::new(Assistant {
             engine,
+            model,
             frames: broadcast::channel(1024).0,
             schemas: parking_lot::Mutex::new(HashMap::new()),
-        })
+        }))
     }
 
     /// Every frame this node sends from now on (a socket keeps those of its threads).
@@ -208,7 +214,24 @@ impl Assistant {
             });
         let schema = self.schema(principal, &thread.index_name).await?;
         let now = Utc::now();
-        let plan = match planner::plan(text, &schema, previous.as_ref(), now) {
+        // The model first, when there is one; the built-in planner when it has no plan that
+        // holds.
+        let mut planned_by = "rules";
+        let mut planned = None;
+        if let Some(model) = &self.model {
+            match model.plan(text, &schema, previous.as_ref()).await {
+                Ok(plan) => {
+                    planned = Some(Ok(plan));
+                    planned_by = "model";
+                }
+                Err(why) => {
+                    tracing::info!(%why, "the built-in planner answers instead of the model")
+                }
+            }
+        }
+        let planned =
+            planned.unwrap_or_else(|| planner::plan(text, &schema, previous.as_ref(), now));
+        let plan = match planned {
             Ok(plan) => plan,
             Err(refusal) => {
                 return Ok(json!({
@@ -237,6 +260,7 @@ impl Assistant {
             "result": answered.rendered,
             "visualization": render::visualization(&plan),
             "plan": plan,
+            "planner": planned_by,
         }))
     }
 

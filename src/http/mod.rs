@@ -76,7 +76,7 @@ impl AppState {
         };
         Ok(AppState {
             alerting: crate::alerting::Alerting::new(engine.clone())?,
-            assistant: crate::assistant::Assistant::new(engine.clone()),
+            assistant: crate::assistant::Assistant::new(engine.clone())?,
             engine,
             forwarder: forward::client(&trusted)?,
             scheme: match tls {

@@ -15,6 +15,7 @@
 //! sums by a label, top-N by a label: PromQL), and follow-ups that change the previous
 //! question's plan ("and for host b?", "only errors", "what about yesterday?", "by service").
 
+pub mod check;
 pub mod lexicon;
 pub mod render;
 pub mod time;
