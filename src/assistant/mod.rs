@@ -212,14 +212,30 @@ impl Assistant {
                 let content: Value = serde_json::from_str(&m.content_json).ok()?;
                 serde_json::from_value(content.get("plan")?.clone()).ok()
             });
-        let schema = self.schema(principal, &thread.index_name).await?;
+        let index = thread.index_name.clone();
+        self.answer_question(principal, &index, text, previous.as_ref(), progress)
+            .await
+    }
+
+    /// The answer to `text`, a question about `index` asked by `principal` after `previous`
+    /// (the thread's previous plan): planned, run and worded, outside any thread. What a
+    /// thread's answer holds, and what the benchmark times.
+    pub async fn answer_question(
+        &self,
+        principal: &PlatformPrincipal,
+        index: &str,
+        text: &str,
+        previous: Option<&Plan>,
+        progress: &impl Fn(&str),
+    ) -> Result<Value> {
+        let schema = self.schema(principal, index).await?;
         let now = Utc::now();
         // The model first, when there is one; the built-in planner when it has no plan that
         // holds.
         let mut planned_by = "rules";
         let mut planned = None;
         if let Some(model) = &self.model {
-            match model.plan(text, &schema, previous.as_ref()).await {
+            match model.plan(text, &schema, previous).await {
                 Ok(plan) => {
                     planned = Some(Ok(plan));
                     planned_by = "model";
@@ -229,8 +245,7 @@ impl Assistant {
                 }
             }
         }
-        let planned =
-            planned.unwrap_or_else(|| planner::plan(text, &schema, previous.as_ref(), now));
+        let planned = planned.unwrap_or_else(|| planner::plan(text, &schema, previous, now));
         let plan = match planned {
             Ok(plan) => plan,
             Err(refusal) => {
