@@ -789,6 +789,32 @@ mod tests {
             .to_string();
         assert!(error.contains("tape"), "{error}");
 
+        // A model provider needs its URL and model; an unknown provider is refused.
+        for (pairs, expected) in [
+            (
+                vec![("STRATA_ASSISTANT_PROVIDER", "gpt")],
+                "assistant.provider must be",
+            ),
+            (
+                vec![("STRATA_ASSISTANT_PROVIDER", "openai-compatible")],
+                "needs assistant.base_url",
+            ),
+        ] {
+            let error = ConfigLoader::default()
+                .load_with_env(env(&pairs))
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(expected), "{error}");
+        }
+        let config = ConfigLoader::default()
+            .load_with_env(env(&[
+                ("STRATA_ASSISTANT_PROVIDER", "openai-compatible"),
+                ("STRATA_ASSISTANT_BASE_URL", "http://127.0.0.1:8000/v1"),
+                ("STRATA_ASSISTANT_MODEL", "m"),
+            ]))
+            .unwrap();
+        assert_eq!(config.assistant.model, "m");
+
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("bad.toml");
         std::fs::write(&file, "[server]\nport = 1\n").unwrap();

@@ -40,8 +40,6 @@ const KNOWN_VALUES: usize = 100;
 #[derive(Clone, Debug)]
 pub struct Frame {
     pub account: String,
-    /// The thread's owner: only that user's sockets (and the root user's) see the frame.
-    pub owner: String,
     pub thread_id: String,
     /// The frame as sent: `{"type": "progress" | "answer" | "error", "thread_id", ...}`.
     pub body: Value,
@@ -114,11 +112,10 @@ impl Assistant {
         self.frames.subscribe()
     }
 
-    fn send(&self, account: &str, owner: &str, thread_id: &str, body: Value) {
+    fn send(&self, account: &str, thread_id: &str, body: Value) {
         // Nobody listening is fine: the answer is in the thread either way.
         let _ = self.frames.send(Arc::new(Frame {
             account: account.to_owned(),
-            owner: owner.to_owned(),
             thread_id: thread_id.to_owned(),
             body,
         }));
@@ -138,11 +135,9 @@ impl Assistant {
     pub async fn answer(&self, principal: &PlatformPrincipal, question: &Message) {
         let account = &principal.account;
         let thread_id = &question.thread_id;
-        let owner = &principal.user;
         let progress = |stage: &str| {
             self.send(
                 account,
-                owner,
                 thread_id,
                 json!({"type": "progress", "thread_id": thread_id, "message_id": question.message_id, "stage": stage}),
             );
@@ -154,7 +149,6 @@ impl Assistant {
                 let message = error.public_message();
                 self.send(
                     account,
-                    owner,
                     thread_id,
                     json!({"type": "error", "thread_id": thread_id, "message_id": question.message_id, "message": message}),
                 );
@@ -171,7 +165,6 @@ impl Assistant {
             if !failed {
                 self.send(
                     account,
-                    owner,
                     thread_id,
                     json!({"type": "error", "thread_id": thread_id, "message_id": question.message_id, "message": error.public_message()}),
                 );
@@ -181,7 +174,6 @@ impl Assistant {
         if !failed {
             self.send(
                 account,
-                owner,
                 thread_id,
                 json!({"type": "answer", "thread_id": thread_id, "message_id": question.message_id, "content": content}),
             );
@@ -335,9 +327,10 @@ impl Assistant {
             return Ok(schema.clone());
         }
         let schema = Arc::new(self.read_schema(principal, index).await?);
-        self.schemas
-            .lock()
-            .insert(key, (Instant::now(), schema.clone()));
+        let mut schemas = self.schemas.lock();
+        // Stale entries go when a new one comes, so the cache holds what was asked lately.
+        schemas.retain(|_, (at, _)| at.elapsed() < SCHEMA_TTL);
+        schemas.insert(key, (Instant::now(), schema.clone()));
         Ok(schema)
     }
 
