@@ -5,7 +5,8 @@
 //! Prometheus' `{status, data}`.
 //!
 //! A query is JSON: `{"type": "querydsl", "datasets": [...], "body": {...}}`, `{"type": "sql",
-//! "statement": "..."}` (it must read), `{"type": "promql", "query": "...", "index"?, "start"?,
+//! "statement": "...", "connection"?: "..."}` (it must read; with a connection, it runs in
+//! place over that connection's datasets), `{"type": "promql", "query": "...", "index"?, "start"?,
 //! "end"?, "step"?}` (a range query when start and end are given, in milliseconds; step in
 //! seconds), or `{"type": "assistant", ..., "plan": {...}}` (the plan of a question, run as
 //! the SQL or PromQL it renders to at the time it runs).
@@ -90,7 +91,14 @@ pub async fn run(
             check_read_only(statement)?;
             let origin = author.origin(&uuid::Uuid::now_v7().to_string());
             let outcome = engine
-                .platform_sql(author, statement, TimeBounds::default(), None, &origin)
+                .platform_sql_via(
+                    author,
+                    statement,
+                    TimeBounds::default(),
+                    None,
+                    query["connection"].as_str(),
+                    &origin,
+                )
                 .await
                 .map_err(|e| failure(&e))?;
             let SqlOutcome::Rows(result) = outcome else {

@@ -1,5 +1,6 @@
 //! The assistant's question set (tests/assistant/questions.json): questions over seeded datasets
-//! (logs, sales, telemetry: metrics), each with the query whose result is the right answer, written by
+//! (logs, sales, telemetry: metrics) and a PostgreSQL table reached through a connection
+//! (`shop:orders`, queried in place; the test makes its own database), each with the query whose result is the right answer, written by
 //! hand and run directly. Every question is asked in a thread over HTTP (a follow-up in the
 //! thread of the question before it), and its answer's result compared with the expected
 //! query's. An answer whose result differs is a wrong number stated; a refusal or an error is
@@ -63,9 +64,56 @@ enum Outcome {
     Wrong(String),
 }
 
-async fn expected_sql(root: &Signed, statement: &str) -> Value {
+/// A PostgreSQL database of the test's own (dropped at the end) holding `orders`.
+struct Postgres {
+    database: String,
+}
+
+/// Runs `sql` with psql as the `postgres` user on loopback.
+fn psql(database: &str, sql: &str) {
+    let out = std::process::Command::new("psql")
+        .args(["-h", "127.0.0.1", "-U", "postgres", "-d", database])
+        .args(["-v", "ON_ERROR_STOP=1", "-qAtc", sql])
+        .output()
+        .expect("psql runs");
+    assert!(
+        out.status.success(),
+        "psql: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl Postgres {
+    fn new() -> Postgres {
+        let database = format!("strata_questions_{}", std::process::id());
+        psql("postgres", &format!("DROP DATABASE IF EXISTS {database}"));
+        psql("postgres", &format!("CREATE DATABASE {database}"));
+        psql(&database, &seed::orders_sql());
+        Postgres { database }
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("psql")
+            .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-c"])
+            .arg(format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.database
+            ))
+            .output();
+    }
+}
+
+/// The rows of the expected statement: over the account's datasets, or in place over
+/// `connection`'s.
+async fn expected_sql(root: &Signed, statement: &str, connection: Option<&str>) -> Value {
+    let path = match connection {
+        Some(connection) => format!("/sql?connection_id={connection}"),
+        None => "/sql".to_owned(),
+    };
     let answer = root
-        .send("POST", "/sql", Some(&json!({"query": statement})))
+        .send("POST", &path, Some(&json!({"query": statement})))
         .await;
     assert_eq!(
         answer.status, 200,
@@ -85,8 +133,14 @@ async fn judge(root: &Signed, case: &Value, content: &Value) -> Outcome {
     if refused {
         return Outcome::Refused(content["text"].as_str().unwrap_or_default().to_owned());
     }
+    if content["query"].get("connection") != case.get("connection") {
+        return Outcome::Wrong(format!(
+            "{} ran over connection {}, not {}",
+            content["query"]["text"], content["query"]["connection"], case["connection"]
+        ));
+    }
     if let Some(statement) = case["sql"].as_str() {
-        let want = expected_sql(root, statement).await;
+        let want = expected_sql(root, statement, case["connection"].as_str()).await;
         let got = &content["result"]["rows"];
         let ordered = case["ordered"] == true;
         return match same_rows(
@@ -149,6 +203,48 @@ async fn the_question_set_is_answered_right_or_refused() {
         .send_text("POST", "/telemetry/metrics", "text/plain", &metrics)
         .await;
     assert_eq!(samples.status, 200, "{samples:?}");
+    let pg = Postgres::new();
+    let connected = root
+        .send(
+            "POST",
+            "/source/postgresql",
+            Some(
+                &json!({"connector_id": "postgresql", "name": "shop", "config": {
+                    "host": "127.0.0.1", "port": 5432, "username": "postgres",
+                    "database": pg.database,
+                }}),
+            ),
+        )
+        .await;
+    assert_eq!(connected.status, 201, "{connected:?}");
+    // A thread about the connection's table shows the table's fields as the caller sees them.
+    let thread = root
+        .send(
+            "POST",
+            "/assistant/threads",
+            Some(&json!({"name": "orders", "index_name": "shop:orders"})),
+        )
+        .await;
+    assert_eq!(thread.status, 201, "{thread:?}");
+    let got = root
+        .send(
+            "GET",
+            &format!("/assistant/threads/{}", thread.body["id"].as_str().unwrap()),
+            None,
+        )
+        .await;
+    let schema: Value = serde_json::from_str(got.body["schema"].as_str().unwrap()).unwrap();
+    assert!(
+        schema
+            .as_array()
+            .unwrap()
+            .contains(&json!({"name": "placed_at", "type": "date"}))
+            && schema
+                .as_array()
+                .unwrap()
+                .contains(&json!({"name": "customer", "type": "keyword"})),
+        "{schema}"
+    );
 
     let cases: Vec<Value> = serde_json::from_str(include_str!("assistant/questions.json")).unwrap();
     let mut thread = String::new();

@@ -21,7 +21,10 @@ use tokio::sync::broadcast;
 use crate::{
     engine::{
         Engine, PlatformPrincipal,
-        assistant::planner::{self, Field, Kind, MetricsSchema, Plan, Schema, render},
+        assistant::{
+            IndexFields,
+            planner::{self, Field, Kind, MetricsSchema, Plan, Schema, render},
+        },
     },
     error::{Error, Result},
     queries,
@@ -335,9 +338,9 @@ impl Assistant {
     }
 
     async fn read_schema(&self, principal: &PlatformPrincipal, index: &str) -> Result<Schema> {
-        let defs = self.engine.dataset_defs(principal, Some(index)).await?;
-        let def = match defs.as_slice() {
-            [def] => def.clone(),
+        let named = self.engine.index_fields(principal, index).await?;
+        let found = match named.as_slice() {
+            [found] => found.clone(),
             [] => return Err(Error::NotFound(format!("no dataset {index:?}"))),
             many => {
                 return Err(Error::BadRequest(format!(
@@ -347,62 +350,24 @@ impl Assistant {
             }
         };
         let mut schema = Schema {
-            dataset: def.name.clone(),
+            dataset: found.dataset.clone(),
+            connection: found.connection.clone(),
             ..Schema::default()
         };
-        if def.metrics {
-            let end = Utc::now().timestamp_millis() + 60_000;
-            let series = self
-                .engine
-                .promql_series(principal, Some(&def.name), &[], 0, end)
-                .await
-                .map_err(|e| Error::BadRequest(e.message))?;
-            let mut names = std::collections::BTreeSet::new();
-            let mut labels: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
-                Default::default();
-            for set in &series {
-                for (name, value) in set.iter() {
-                    match name {
-                        "__name__" => {
-                            names.insert(value.to_owned());
-                        }
-                        _ => {
-                            labels
-                                .entry(name.to_owned())
-                                .or_default()
-                                .insert(value.to_owned());
-                        }
-                    }
-                }
-            }
-            schema.metrics = Some(MetricsSchema {
-                names: names.into_iter().collect(),
-                labels: labels
-                    .into_iter()
-                    .map(|(name, values)| Field {
-                        name,
-                        kind: Kind::Keyword,
-                        values: values.into_iter().take(KNOWN_VALUES).collect(),
-                    })
-                    .collect(),
-            });
+        if found.metrics {
+            schema.metrics = Some(self.metrics_schema(principal, &found.dataset).await?);
             return Ok(schema);
         }
-        for column in &def.columns {
-            if column.name.starts_with('_') && column.name != crate::engine::TIMESTAMP_FIELD {
-                continue;
-            }
-            let Some(kind) = kind(&crate::documents::mapping::es_type(&def, column)) else {
+        for (name, es_type) in &found.fields {
+            let Some(kind) = kind(es_type) else {
                 continue;
             };
             let values = match kind {
-                Kind::Text | Kind::Keyword => {
-                    self.known_values(principal, &def.name, &column.name).await
-                }
+                Kind::Text | Kind::Keyword => self.known_values(principal, &found, name).await,
                 _ => Vec::new(),
             };
             schema.fields.push(Field {
-                name: column.name.clone(),
+                name: name.clone(),
                 kind,
                 values,
             });
@@ -416,26 +381,66 @@ impl Assistant {
         Ok(schema)
     }
 
+    /// The metric names of a metrics dataset, and its labels with their known values.
+    async fn metrics_schema(
+        &self,
+        principal: &PlatformPrincipal,
+        dataset: &str,
+    ) -> Result<MetricsSchema> {
+        let end = Utc::now().timestamp_millis() + 60_000;
+        let series = self
+            .engine
+            .promql_series(principal, Some(dataset), &[], 0, end)
+            .await
+            .map_err(|e| Error::BadRequest(e.message))?;
+        let mut names = std::collections::BTreeSet::new();
+        let mut labels: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+            Default::default();
+        for set in &series {
+            for (name, value) in set.iter() {
+                match name {
+                    "__name__" => {
+                        names.insert(value.to_owned());
+                    }
+                    _ => {
+                        labels
+                            .entry(name.to_owned())
+                            .or_default()
+                            .insert(value.to_owned());
+                    }
+                }
+            }
+        }
+        Ok(MetricsSchema {
+            names: names.into_iter().collect(),
+            labels: labels
+                .into_iter()
+                .map(|(name, values)| Field {
+                    name,
+                    kind: Kind::Keyword,
+                    values: values.into_iter().take(KNOWN_VALUES).collect(),
+                })
+                .collect(),
+        })
+    }
+
     /// The most frequent values of a field, as `principal` reads them (none when it cannot).
     async fn known_values(
         &self,
         principal: &PlatformPrincipal,
-        dataset: &str,
+        found: &IndexFields,
         field: &str,
     ) -> Vec<String> {
-        let ident = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+        let f = format!("\"{}\"", field.replace('"', "\"\""));
         let statement = format!(
             "SELECT {f} FROM {d} WHERE {f} IS NOT NULL GROUP BY {f} ORDER BY COUNT(*) DESC, {f} LIMIT {KNOWN_VALUES}",
-            f = ident(field),
-            d = ident(dataset)
+            d = render::table(&found.dataset, found.connection.as_deref()),
         );
-        match queries::run(
-            &self.engine,
-            principal,
-            &json!({"type": "sql", "statement": statement}),
-        )
-        .await
-        {
+        let mut query = json!({"type": "sql", "statement": statement});
+        if let Some(connection) = &found.connection {
+            query["connection"] = json!(connection);
+        }
+        match queries::run(&self.engine, principal, &query).await {
             Ok(answered) => answered.rendered["rows"]
                 .as_array()
                 .into_iter()
@@ -448,7 +453,7 @@ impl Assistant {
                 })
                 .collect(),
             Err(error) => {
-                tracing::debug!(%dataset, %field, %error, "no known values");
+                tracing::debug!(dataset = %found.dataset, %field, %error, "no known values");
                 Vec::new()
             }
         }

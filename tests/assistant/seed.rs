@@ -1,6 +1,8 @@
 //! The datasets of the assistant's question set: `logs` and `sales` as bulk lines, the metrics
-//! of `telemetry` as Prometheus text. Times are relative to now, so that windows ("in the last
-//! hour") have records; shared by tests/assistant_questions.rs and benches/assistant.rs.
+//! of `telemetry` as Prometheus text, and `orders`, a PostgreSQL table that the question set
+//! reaches through a connection (`shop:orders`). Times are relative to now, so that windows
+//! ("in the last hour") have records; shared by tests/assistant_questions.rs and
+//! benches/assistant.rs.
 
 use serde_json::{Value, json};
 
@@ -90,4 +92,30 @@ pub fn lines() -> (Vec<Value>, String) {
         }
     }
     (lines, text)
+}
+
+/// The statements that make the PostgreSQL table `orders` (in a database of the caller's).
+pub fn orders_sql() -> String {
+    let now = chrono::Utc::now();
+    let customers = ["ann", "bob", "cid", "dee", "eve"];
+    let statuses = ["paid", "paid", "pending", "refunded"];
+    let countries = ["france", "germany", "spain"];
+    let mut rows = Vec::new();
+    for i in 0..90i64 {
+        let placed = (now - chrono::TimeDelta::hours(i * 5)).to_rfc3339();
+        let items = 1 + (i * 5) % 7;
+        let revenue = items as f64 * [12.5, 30.0, 7.25][(i % 3) as usize];
+        rows.push(format!(
+            "({i}, '{placed}', '{}', '{}', '{}', {items}, {revenue})",
+            customers[((i / 2) % 5) as usize],
+            statuses[(i % 4) as usize],
+            countries[((i / 3) % 3) as usize],
+        ));
+    }
+    format!(
+        "CREATE TABLE orders (id integer PRIMARY KEY, placed_at timestamptz NOT NULL, \
+         customer text, status text, country text, items integer, revenue double precision);
+         INSERT INTO orders VALUES {};",
+        rows.join(", ")
+    )
 }

@@ -34,6 +34,27 @@ pub const MAX_THREADS_PER_USER: usize = 1_000;
 /// The most messages one thread keeps (questions and answers).
 pub const MAX_MESSAGES: usize = 1_000;
 
+/// The fields of one dataset a thread's index names ([`Engine::index_fields`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexFields {
+    /// Its name: the account's dataset, or the dataset as its connection's source knows it.
+    pub dataset: String,
+    /// The connection (by name) whose dataset it is, queried in place.
+    pub connection: Option<String>,
+    /// A metrics dataset (questions about it are PromQL).
+    pub metrics: bool,
+    /// Its fields the reader sees, with their mapping types, internal ones left out.
+    pub fields: Vec<(String, String)>,
+}
+
+/// `<connection>:<dataset>`, an index naming a connection's dataset: the two names (a `:` is
+/// in no dataset name of the account's own).
+pub fn connection_index(index: &str) -> Option<(&str, &str)> {
+    index
+        .split_once(':')
+        .filter(|(connection, dataset)| !connection.is_empty() && !dataset.is_empty())
+}
+
 /// The writer of one account's conversation partition.
 pub(in crate::engine) type AssistantLeader = Leader<Arc<AssistantState>>;
 
@@ -215,36 +236,76 @@ impl Engine {
         Ok(value)
     }
 
-    /// The fields of the datasets `index` names, as `principal` sees them (hidden fields left
-    /// out), `[{name, type}]` with the field types of the mapping. Empty when the caller may
-    /// not read them or there are none (yet).
+    /// The fields of what `index` names, as `principal` sees them (hidden fields left out),
+    /// `[{name, type}]` with the field types of the mapping, the first of a name kept when it
+    /// names several datasets. Empty when the caller may not read them or there are none (yet).
     async fn thread_schema(&self, principal: &PlatformPrincipal, index: &str) -> Vec<Value> {
-        let defs = match self.dataset_defs(principal, Some(index)).await {
-            Ok(defs) => defs,
+        let named = match self.index_fields(principal, index).await {
+            Ok(named) => named,
             Err(error) => {
                 tracing::debug!(%index, %error, "no schema for a thread");
                 return Vec::new();
             }
         };
         let mut fields: BTreeMap<String, String> = BTreeMap::new();
-        for def in &defs {
-            for column in def
-                .columns
-                .iter()
-                .filter(|c| c.name != crate::engine::ID_FIELD)
-            {
-                if column.name.starts_with('_') {
-                    continue;
-                }
-                fields
-                    .entry(column.name.clone())
-                    .or_insert_with(|| crate::documents::mapping::es_type(def, column));
-            }
+        for (name, kind) in named.into_iter().flat_map(|n| n.fields) {
+            fields.entry(name).or_insert(kind);
         }
         fields
             .into_iter()
             .map(|(name, kind)| json!({"name": name, "type": kind}))
             .collect()
+    }
+
+    /// What a thread's `index` names, as `principal` sees it: the account's datasets it
+    /// names (a name, a comma-separated list or a pattern), or dataset `<dataset>` of a
+    /// connection written `<connection>:<dataset>` (as a search names a remote cluster's
+    /// index), its fields read from the source.
+    pub async fn index_fields(
+        &self,
+        principal: &PlatformPrincipal,
+        index: &str,
+    ) -> Result<Vec<IndexFields>> {
+        if let Some((connection, dataset)) = connection_index(index) {
+            let described = self
+                .connection_dataset_metadata(principal, connection, dataset)
+                .await?;
+            let fields = described["fields"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|f| {
+                    let name = f["name"].as_str()?.to_owned();
+                    // SQL's type names as the mapping's: a string is a keyword.
+                    let kind = match f["type"].as_str()? {
+                        "string" => "keyword",
+                        other => other,
+                    };
+                    Some((name, kind.to_owned()))
+                })
+                .collect();
+            return Ok(vec![IndexFields {
+                dataset: dataset.to_owned(),
+                connection: described["connection"].as_str().map(str::to_owned),
+                metrics: false,
+                fields,
+            }]);
+        }
+        let defs = self.dataset_defs(principal, Some(index)).await?;
+        Ok(defs
+            .iter()
+            .map(|def| IndexFields {
+                dataset: def.name.clone(),
+                connection: None,
+                metrics: def.metrics,
+                fields: def
+                    .columns
+                    .iter()
+                    .filter(|c| c.name != crate::engine::ID_FIELD && !c.name.starts_with('_'))
+                    .map(|c| (c.name.clone(), crate::documents::mapping::es_type(def, c)))
+                    .collect(),
+            })
+            .collect())
     }
 
     /// The thread `id`, if `principal` may see it (a 404 otherwise).

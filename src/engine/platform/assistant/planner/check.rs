@@ -13,6 +13,8 @@ pub fn checked(mut plan: Plan, schema: &Schema) -> Result<Plan, String> {
             plan.dataset, schema.dataset
         ));
     }
+    // Where it runs is the thread's, never the plan's to say.
+    plan.connection = schema.connection.clone();
     if plan.limit.is_some_and(|l| l == 0 || l > 1_000) {
         return Err("its limit is not between 1 and 1000".to_owned());
     }
@@ -143,6 +145,7 @@ mod tests {
     fn schema() -> Schema {
         Schema {
             dataset: "logs".to_owned(),
+            connection: None,
             fields: vec![
                 Field {
                     name: "@timestamp".into(),

@@ -355,6 +355,7 @@ pub(super) fn plan(
     };
     let mut plan = Plan {
         dataset: schema.dataset.clone(),
+        connection: None,
         measure,
         filters: previous_filters,
         window,

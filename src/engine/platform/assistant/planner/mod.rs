@@ -58,6 +58,9 @@ pub struct Field {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Schema {
     pub dataset: String,
+    /// The connection whose dataset it is (queried in place), by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection: Option<String>,
     pub fields: Vec<Field>,
     /// The field time windows and trends use (`@timestamp`, or the first date field).
     pub time_field: Option<String>,
@@ -161,6 +164,9 @@ pub struct Filter {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
     pub dataset: String,
+    /// The connection whose dataset it is: the SQL runs in place there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection: Option<String>,
     pub measure: Measure,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub filters: Vec<Filter>,
@@ -1231,6 +1237,7 @@ pub fn plan(
             }
             Plan {
                 dataset: schema.dataset.clone(),
+                connection: schema.connection.clone(),
                 measure: measure.clone().unwrap_or(Measure {
                     op: Op::Count,
                     field: None,

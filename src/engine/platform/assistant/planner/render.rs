@@ -12,6 +12,15 @@ fn ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
+/// The table a plan's statement reads: the dataset, or a connection's dataset as its source
+/// names it (`schema.table` for another schema of a PostgreSQL source), each part quoted.
+pub fn table(dataset: &str, connection: Option<&str>) -> String {
+    match connection {
+        None => ident(dataset),
+        Some(_) => dataset.split('.').map(ident).collect::<Vec<_>>().join("."),
+    }
+}
+
 /// A SQL string literal.
 fn literal(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
@@ -134,7 +143,7 @@ fn trunc_unit(interval: &str) -> &'static str {
 
 /// The SQL statement of a dataset plan, with its window resolved at `now`.
 pub fn sql(plan: &Plan, now: DateTime<Utc>) -> Result<String, String> {
-    let from = ident(&plan.dataset);
+    let from = table(&plan.dataset, plan.connection.as_deref());
     let filter = where_clause(plan, now)?;
     let (agg, name) = aggregate(plan);
     let order = if plan.ascending { "ASC" } else { "DESC" };
@@ -184,7 +193,13 @@ pub fn sql(plan: &Plan, now: DateTime<Utc>) -> Result<String, String> {
 /// or `{"type": "promql", "query", "index", "start", "end", "step"}`), at `now`.
 pub fn query(plan: &Plan, now: DateTime<Utc>) -> Result<Value, String> {
     match &plan.promql {
-        None => Ok(json!({"type": "sql", "statement": sql(plan, now)?})),
+        None => {
+            let mut query = json!({"type": "sql", "statement": sql(plan, now)?});
+            if let Some(connection) = &plan.connection {
+                query["connection"] = json!(connection);
+            }
+            Ok(query)
+        }
         Some(_) => {
             let expr = metrics::expression(plan);
             let mut query = json!({"type": "promql", "query": expr, "index": plan.dataset});
@@ -211,11 +226,16 @@ pub fn query(plan: &Plan, now: DateTime<Utc>) -> Result<Value, String> {
     }
 }
 
-/// The language and text of the query, as answers show it.
+/// The language and text of the query, as answers show it (and the connection it ran in).
 pub fn shown(query: &Value) -> Value {
     match query["type"].as_str() {
         Some("promql") => json!({"language": "promql", "text": query["query"]}),
-        _ => json!({"language": "sql", "text": query["statement"]}),
+        _ => match query.get("connection") {
+            Some(connection) => json!({
+                "language": "sql", "text": query["statement"], "connection": connection,
+            }),
+            None => json!({"language": "sql", "text": query["statement"]}),
+        },
     }
 }
 

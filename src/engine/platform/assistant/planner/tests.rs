@@ -20,6 +20,7 @@ fn field(name: &str, kind: Kind, values: &[&str]) -> Field {
 fn logs() -> Schema {
     Schema {
         dataset: "logs".to_owned(),
+        connection: None,
         fields: vec![
             field("@timestamp", Kind::Date, &[]),
             field("host", Kind::Text, &["a", "b", "web-1"]),
@@ -237,6 +238,7 @@ fn answers_state_only_the_numbers_of_the_result() {
 fn metrics_schema() -> Schema {
     Schema {
         dataset: "metrics".to_owned(),
+        connection: None,
         fields: Vec::new(),
         time_field: Some("@timestamp".to_owned()),
         metrics: Some(MetricsSchema {
@@ -289,4 +291,47 @@ fn metrics_questions_are_promql() {
     let next = plan("and for job db?", &metrics_schema(), Some(&first), now()).unwrap();
     assert_eq!(next.promql.as_deref(), Some("cpu_usage{job=\"db\"}"));
     assert!(plan("what is the moon made of", &metrics_schema(), None, now()).is_err());
+}
+
+#[test]
+fn a_connections_dataset_is_queried_in_place() {
+    let schema = Schema {
+        dataset: "sales.orders".to_owned(),
+        connection: Some("shop".to_owned()),
+        ..logs()
+    };
+    let plan = plan("how many errors on host a?", &schema, None, now()).unwrap();
+    assert_eq!(plan.connection.as_deref(), Some("shop"));
+    let query = render::query(&plan, now()).unwrap();
+    assert_eq!(query["connection"], "shop");
+    assert_eq!(
+        query["statement"],
+        "SELECT COUNT(*) AS \"count\" FROM \"sales\".\"orders\" WHERE \"host\" = 'a' AND \"level\" = 'error'"
+    );
+    assert_eq!(
+        render::shown(&query),
+        json!({"language": "sql", "text": query["statement"], "connection": "shop"})
+    );
+    // A plan from elsewhere runs where the thread's dataset is, whatever it says.
+    let mut elsewhere = plan.clone();
+    elsewhere.connection = Some("other".to_owned());
+    assert_eq!(
+        check::checked(elsewhere, &schema)
+            .unwrap()
+            .connection
+            .as_deref(),
+        Some("shop")
+    );
+    // The account's own datasets are read by their bare name, dots and all.
+    let own = Schema {
+        dataset: "web.logs".to_owned(),
+        ..logs()
+    };
+    let plan = super::plan("how many errors?", &own, None, now()).unwrap();
+    assert!(
+        render::sql(&plan, now())
+            .unwrap()
+            .contains("FROM \"web.logs\""),
+        "{plan:?}"
+    );
 }
