@@ -29,7 +29,7 @@ pub mod wire;
 
 use std::{collections::HashMap, sync::Arc};
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use serde_json::{Map, Value, json};
 use strata_log::{
     envelope::Body,
@@ -43,7 +43,7 @@ use self::{
     source::Source,
 };
 use crate::{
-    engine::{Action, Engine, Origin, PlatformPrincipal},
+    engine::{Action, Engine, Origin, PlatformPrincipal, platform::iso_time},
     error::{Error, Result},
 };
 
@@ -59,14 +59,6 @@ pub struct Sources {
 
 /// A source, and the version of its connection it was opened for.
 type Opened = (i64, Arc<dyn Source>);
-
-/// An ISO 8601 time (UTC, milliseconds) of Unix microseconds.
-fn iso(micros: i64) -> Value {
-    match DateTime::<Utc>::from_timestamp_micros(micros) {
-        Some(at) => json!(at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
-        None => Value::Null,
-    }
-}
 
 /// 403 for a user whose roles grant nothing (no role, no access).
 fn granted(principal: &PlatformPrincipal) -> Result<()> {
@@ -102,9 +94,9 @@ fn info(connection: &Connection, with_config: bool) -> Value {
         "connector_id": connection.connector_id,
         "name": connection.name,
         "status": connection.status,
-        "created_at": iso(connection.created_at_micros),
-        "updated_at": iso(connection.updated_at_micros),
-        "last_used_at": connection.last_used_micros.map(iso).unwrap_or(Value::Null),
+        "created_at": iso_time(Some(connection.created_at_micros)),
+        "updated_at": iso_time(Some(connection.updated_at_micros)),
+        "last_used_at": iso_time(connection.last_used_micros),
     });
     if !connection.status_message.is_empty() {
         answer["message"] = json!(connection.status_message);

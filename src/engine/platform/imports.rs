@@ -24,7 +24,7 @@ pub mod run;
 
 use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use serde_json::{Map, Value, json};
 use strata_log::{
     envelope::Body,
@@ -34,7 +34,7 @@ use strata_projections::control::{ControlState, ImportJob};
 
 use super::connections::catalogue::{self, Capability, Family};
 use crate::{
-    engine::{Engine, Origin, PlatformPrincipal, datasets::check_name},
+    engine::{Engine, Origin, PlatformPrincipal, datasets::check_name, platform::iso_time},
     error::{Error, Result},
     query,
 };
@@ -162,14 +162,6 @@ impl ImportSource {
     }
 }
 
-/// An ISO 8601 time (UTC, milliseconds), or null.
-fn iso(micros: Option<i64>) -> Value {
-    match micros.and_then(DateTime::<Utc>::from_timestamp_micros) {
-        Some(at) => json!(at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
-        None => Value::Null,
-    }
-}
-
 /// A job as GET /import/jobs shows it; `rate` is records written per second of its run (until
 /// now while it runs).
 pub fn job_info(job: &ImportJob, now_micros: i64) -> Value {
@@ -193,9 +185,9 @@ pub fn job_info(job: &ImportJob, now_micros: i64) -> Value {
         "bytes_read": job.bytes_read,
         "bytes_written": job.bytes_written,
         "rate": rate,
-        "created_at": iso(Some(job.created_at_micros)),
-        "started_at": iso(job.started_at_micros),
-        "finished_at": iso(job.finished_at_micros),
+        "created_at": iso_time(Some(job.created_at_micros)),
+        "started_at": iso_time(job.started_at_micros),
+        "finished_at": iso_time(job.finished_at_micros),
         "error": match job.error.is_empty() {
             true => Value::Null,
             false => json!(job.error),

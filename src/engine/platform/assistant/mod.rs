@@ -24,6 +24,7 @@ use crate::{
     engine::{
         Engine, Origin, PlatformPrincipal,
         leader::{AccountLeaders, Leader},
+        platform::iso_time,
     },
     error::{Error, Result},
 };
@@ -61,14 +62,6 @@ pub(in crate::engine) type AssistantLeader = Leader<Arc<AssistantState>>;
 /// The conversation leaders this node has opened, by account.
 pub(in crate::engine) type AssistantLeaders = AccountLeaders<Arc<AssistantState>>;
 
-/// An ISO 8601 time, in UTC with milliseconds.
-fn time_text(micros: i64) -> Value {
-    match chrono::DateTime::from_timestamp_micros(micros) {
-        Some(at) => json!(at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
-        None => Value::Null,
-    }
-}
-
 fn json_text(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or(Value::Null)
 }
@@ -80,8 +73,8 @@ pub fn thread_json(thread: &Thread) -> Value {
         "name": thread.name,
         "index_name": thread.index_name,
         "status": thread.status,
-        "created_at": time_text(thread.created_micros),
-        "updated_at": time_text(thread.updated_micros),
+        "created_at": iso_time(Some(thread.created_micros)),
+        "updated_at": iso_time(Some(thread.updated_micros)),
         "viz_context": json_text(&thread.viz_context_json),
         "workflow_name": thread.workflow_name,
     })
@@ -94,7 +87,7 @@ pub fn message_json(message: &Message) -> Value {
         "thread_id": message.thread_id,
         "role": message.role,
         "content": json_text(&message.content_json),
-        "created_at": time_text(message.created_micros),
+        "created_at": iso_time(Some(message.created_micros)),
     });
     if !message.reply_to.is_empty() {
         value["reply_to"] = json!(message.reply_to);

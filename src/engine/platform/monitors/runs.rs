@@ -23,6 +23,7 @@ use crate::{
     engine::{
         Engine, Origin, PlatformPrincipal,
         leader::{AccountLeaders, Leader},
+        platform::iso_time,
     },
     error::{Error, Result},
 };
@@ -32,15 +33,6 @@ pub(in crate::engine) type RunsLeader = Leader<Arc<RunsState>>;
 
 /// The runs leaders this node has opened, by account.
 pub(in crate::engine) type RunsLeaders = AccountLeaders<Arc<RunsState>>;
-
-fn time_text(micros: i64) -> Value {
-    match chrono::DateTime::from_timestamp_micros(micros) {
-        Some(at) if micros > 0 => {
-            json!(at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-        }
-        _ => Value::Null,
-    }
-}
 
 impl Engine {
     /// The leader of `account`'s runs partition, opened (its projection caught up with the
@@ -134,9 +126,9 @@ impl Engine {
                     serde_json::from_str(&run.result_json).unwrap_or_else(|_| json!({}));
                 result["run_id"] = json!(run.run_id);
                 result["monitor_version"] = json!(run.monitor_version);
-                result["planned_time"] = time_text(run.planned_micros);
-                result["start_time"] = time_text(run.started_micros);
-                result["end_time"] = time_text(run.ended_micros);
+                result["planned_time"] = iso_time(Some(run.planned_micros).filter(|m| *m > 0));
+                result["start_time"] = iso_time(Some(run.started_micros).filter(|m| *m > 0));
+                result["end_time"] = iso_time(Some(run.ended_micros).filter(|m| *m > 0));
                 result["deliveries"] = run
                     .deliveries
                     .iter()
@@ -148,7 +140,7 @@ impl Engine {
                             "delivered": d.delivered,
                             "attempts": d.attempts,
                             "error": d.error,
-                            "time": time_text(d.at_micros),
+                            "time": iso_time(Some(d.at_micros).filter(|m| *m > 0)),
                         })
                     })
                     .collect();
@@ -179,8 +171,8 @@ impl Engine {
             "delivered": health.delivered,
             "failed": health.failed,
             "consecutive_failures": health.consecutive_failures,
-            "last_delivered_time": time_text(health.last_delivered_micros.unwrap_or(0)),
-            "last_failed_time": time_text(health.last_failed_micros.unwrap_or(0)),
+            "last_delivered_time": iso_time(health.last_delivered_micros.filter(|m| *m > 0)),
+            "last_failed_time": iso_time(health.last_failed_micros.filter(|m| *m > 0)),
             "last_error": health.last_error,
         }))
     }
