@@ -68,6 +68,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         .alerting
         .scheduler
         .then(|| crate::alerting::scheduler::spawn(state.alerting.clone()));
+    // Questions asked before a crash and not answered get their answers now.
+    let _answering = state.assistant.answer_unanswered().await?;
     let importer = config
         .imports
         .runner

@@ -1028,3 +1028,65 @@ async fn a_configured_model_plans_first_and_the_planner_takes_over_when_its_plan
     );
     assert_eq!(seen[0].1["model"], "fixed-table");
 }
+
+#[tokio::test]
+async fn a_question_left_unanswered_by_a_crash_is_answered_after_the_restart() {
+    // A model that never answers holds the question between its message and its answer.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(|| async {
+            tokio::time::sleep(std::time::Duration::from_secs(600)).await;
+            "{}"
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(
+        dir.path(),
+        &[
+            "--set",
+            "assistant.provider=openai-compatible",
+            "--set",
+            &format!("assistant.base_url={url}"),
+            "--set",
+            "assistant.model=silent",
+            "--set",
+            "assistant.timeout_ms=600000",
+        ],
+    );
+    let root = Signed::new(&server, &root_user(dir.path(), "acme"));
+    seed_requests(&root).await;
+    let created = create(&root, json!({"name": "t", "index_name": "requests"})).await;
+    let id = created.body["id"].as_str().unwrap().to_owned();
+    let posted = root
+        .send(
+            "POST",
+            "/assistant/message",
+            Some(&ask(&id, "how many errors?")),
+        )
+        .await;
+    assert_eq!(posted.status, 200, "{posted:?}");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let path = format!("/assistant/threads/{id}/messages");
+    let asked = root.send("GET", &path, None).await.body;
+    assert_eq!(asked.as_array().unwrap().len(), 1, "{asked}");
+    let question = asked[0]["message_id"].clone();
+    server.kill9();
+
+    // Started again (without the model), the node answers it, once.
+    let server = Server::start(dir.path(), &[]);
+    let root = Signed::new(&server, &root.credentials);
+    let messages = settled(&root, &id, 2).await;
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert_eq!(messages[1]["role"], "assistant");
+    assert_eq!(messages[1]["reply_to"], question);
+    assert_eq!(messages[1]["content"]["result"]["rows"], json!([[2]]));
+    drop(server);
+    let server = Server::start(dir.path(), &[]);
+    let root = Signed::new(&server, &root.credentials);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let after = root.send("GET", &path, None).await.body;
+    assert_eq!(after.as_array().unwrap().len(), 2, "{after}");
+}

@@ -49,6 +49,17 @@ impl StateStore {
         Ok(self.db.open_tree(name)?)
     }
 
+    /// The names of the trees that begin with `prefix` (the projections opened so far of one
+    /// kind, `assistant/` say).
+    pub fn tree_names(&self, prefix: &str) -> Vec<String> {
+        self.db
+            .tree_names()
+            .into_iter()
+            .filter_map(|name| String::from_utf8(name.to_vec()).ok())
+            .filter(|name| name.starts_with(prefix))
+            .collect()
+    }
+
     /// Removes a projection's tree and everything in it.
     pub fn drop_tree(&self, name: &str) -> Result<()> {
         self.db.drop_tree(name)?;

@@ -133,6 +133,26 @@ impl Assistant {
         tokio::spawn(async move { me.answer(&principal, &question).await });
     }
 
+    /// Answers, in the background and one after another, the questions that were asked but
+    /// not answered before this node last stopped (a crash between a question and its
+    /// answer), so that every question gets its answer once. Called once at start, before the
+    /// listeners take questions: the ones it finds are read then.
+    pub async fn answer_unanswered(self: &Arc<Self>) -> Result<tokio::task::JoinHandle<()>> {
+        let unanswered = self.engine.unanswered_questions().await?;
+        if !unanswered.is_empty() {
+            tracing::info!(
+                count = unanswered.len(),
+                "answering the questions left unanswered"
+            );
+        }
+        let me = self.clone();
+        Ok(tokio::spawn(async move {
+            for (principal, question) in unanswered {
+                me.answer(&principal, &question).await;
+            }
+        }))
+    }
+
     /// Plans, runs and answers `question` for `principal`; the answer is appended to the
     /// thread, and the frames go to the thread's sockets.
     pub async fn answer(&self, principal: &PlatformPrincipal, question: &Message) {

@@ -147,6 +147,50 @@ impl Engine {
         Ok(self.assistant_leader(account).await?.snapshot())
     }
 
+    /// The questions of the accounts this node serves that have no answer, with the user who
+    /// asked each (its grant as its roles give it now): what was asked before a crash or a
+    /// stop and not yet answered. Only the accounts whose conversations this node has kept
+    /// are read; a question whose user is gone is left unanswered.
+    pub async fn unanswered_questions(&self) -> Result<Vec<(PlatformPrincipal, Message)>> {
+        let accounts: Vec<String> = self
+            .store
+            .tree_names("assistant/")
+            .into_iter()
+            .filter_map(|name| name.strip_prefix("assistant/").map(str::to_owned))
+            .filter(|account| {
+                let key = crate::engine::placement::database_key(
+                    account,
+                    crate::engine::DEFAULT_DATABASE,
+                );
+                self.owner_elsewhere(&key).is_none()
+            })
+            .collect();
+        let mut unanswered = Vec::new();
+        for account in accounts {
+            let state = self.assistant_state(&account).await?;
+            for messages in state.messages.values() {
+                let answered: std::collections::HashSet<&str> = messages
+                    .iter()
+                    .filter(|m| m.role == "assistant")
+                    .map(|m| m.reply_to.as_str())
+                    .collect();
+                for question in messages
+                    .iter()
+                    .filter(|m| m.role == "user" && !answered.contains(m.message_id.as_str()))
+                {
+                    match self.acting_user(&account, &question.author) {
+                        Some(principal) => unanswered.push((principal, question.clone())),
+                        None => tracing::info!(
+                            %account, user = %question.author,
+                            "a question of a user that is gone is left unanswered"
+                        ),
+                    }
+                }
+            }
+        }
+        Ok(unanswered)
+    }
+
     /// GET /assistant/threads: the caller's threads (every thread for the root user), newest
     /// first.
     pub async fn list_threads(&self, principal: &PlatformPrincipal) -> Result<Vec<Value>> {
