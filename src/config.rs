@@ -30,6 +30,7 @@ pub struct Config {
     pub alerting: AlertingConfig,
     pub imports: ImportsConfig,
     pub assistant: AssistantConfig,
+    pub console: ConsoleConfig,
     /// The SMTP accounts email channels send through, `[smtp_accounts.<id>]` (file only).
     pub smtp_accounts: BTreeMap<String, crate::alerting::delivery::SmtpAccount>,
 }
@@ -110,6 +111,32 @@ impl Default for ImportsConfig {
             batch_rows: 8192,
             record_batches: 8,
             max_concurrent_jobs: 4,
+        }
+    }
+}
+
+/// The web console (/console) and its sign-in sessions.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConsoleConfig {
+    /// How long a session lasts from its sign-in, in seconds.
+    pub session_ttl_secs: u64,
+    /// Failed sign-ins of one user name (in a row, within `sign_in_window_secs`) after which
+    /// each further try waits a second more before it is checked.
+    pub sign_in_slow_after: u32,
+    /// Failed sign-ins of one user name within `sign_in_window_secs` after which further tries
+    /// are refused (429) until the window has passed.
+    pub sign_in_refuse_after: u32,
+    pub sign_in_window_secs: u64,
+}
+
+impl Default for ConsoleConfig {
+    fn default() -> Self {
+        ConsoleConfig {
+            session_ttl_secs: 12 * 3600,
+            sign_in_slow_after: 3,
+            sign_in_refuse_after: 10,
+            sign_in_window_secs: 900,
         }
     }
 }
@@ -338,6 +365,7 @@ impl Default for Config {
             alerting: AlertingConfig::default(),
             imports: ImportsConfig::default(),
             assistant: AssistantConfig::default(),
+            console: ConsoleConfig::default(),
             smtp_accounts: BTreeMap::new(),
         }
     }
@@ -537,6 +565,11 @@ impl Config {
         if self.cluster.heartbeat_ms == 0 || self.cluster.lease_ms < 2 * self.cluster.heartbeat_ms {
             return invalid(
                 "cluster.lease_ms must be at least twice cluster.heartbeat_ms, which must not be 0",
+            );
+        }
+        if self.console.session_ttl_secs == 0 || self.console.sign_in_refuse_after == 0 {
+            return invalid(
+                "console.session_ttl_secs and console.sign_in_refuse_after must not be 0",
             );
         }
         if !matches!(self.logging.format.as_str(), "text" | "json") {

@@ -36,6 +36,8 @@ pub enum ErrorCode {
     /// A database bound to a bucket that was not verified yet: not transient, verify it.
     PendingVerification,
     PayloadTooLarge,
+    /// Too many tries (failed console sign-ins of one user name): wait, then try again.
+    TooManyRequests,
     NotFound,
     Gone,
     MethodNotAllowed,
@@ -68,6 +70,7 @@ impl ErrorCode {
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::PendingVerification => "pending_verification",
             ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::TooManyRequests => "too_many_requests",
             ErrorCode::NotFound => "not_found",
             ErrorCode::Gone => "gone",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
@@ -145,6 +148,12 @@ pub enum Error {
     #[error("{0}")]
     Conflict(String),
 
+    #[error("{message}")]
+    TooManyRequests {
+        message: String,
+        retry_after_secs: u64,
+    },
+
     #[error("{0}")]
     Busy(String),
 
@@ -201,6 +210,7 @@ impl Error {
             Error::UserExists(_) => ErrorCode::UserExists,
             Error::Exists(_) => ErrorCode::Exists,
             Error::Conflict(_) => ErrorCode::Conflict,
+            Error::TooManyRequests { .. } => ErrorCode::TooManyRequests,
             Error::Busy(_) => ErrorCode::Busy,
             Error::ConcurrentChange(_) => ErrorCode::ConcurrentChange,
             Error::Unavailable(_) => ErrorCode::Unavailable,

@@ -69,6 +69,8 @@ impl Envelope {
             Some(Body::ThreadDeleted(_)) => "thread_deleted",
             Some(Body::MessageAdded(_)) => "message_added",
             Some(Body::MessagesCleared(_)) => "messages_cleared",
+            Some(Body::ConsoleSessionStarted(_)) => "console_session_started",
+            Some(Body::ConsoleSessionEnded(_)) => "console_session_ended",
         }
     }
 }

@@ -320,6 +320,17 @@ pub fn body_json(body: Option<&Body>) -> Result<Value> {
             "reply_to": b.reply_to,
         }),
         Some(Body::MessagesCleared(b)) => json!({"thread_id": b.thread_id}),
+        // Who signed in and until when; never the token's or the CSRF token's hash.
+        Some(Body::ConsoleSessionStarted(b)) => json!({
+            "account": b.account,
+            "user": b.user,
+            "session_id": b.session_id,
+            "expires_micros": b.expires_micros,
+        }),
+        Some(Body::ConsoleSessionEnded(b)) => json!({
+            "account": b.account,
+            "session_id": b.session_id,
+        }),
     })
 }
 

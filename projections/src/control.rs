@@ -53,6 +53,18 @@ pub struct User {
     pub created_at_micros: i64,
 }
 
+/// A console session (see `ConsoleSessionStarted`), by the SHA-256 of its token.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsoleSession {
+    pub account: String,
+    pub user: String,
+    pub session_id: String,
+    pub token_sha256: Vec<u8>,
+    pub user_fingerprint: Vec<u8>,
+    pub started_at_micros: i64,
+    pub expires_micros: i64,
+}
+
 /// A role of an account: what the users that hold it may do (see `RoleSet`). Its entries are
 /// kept as the document gave them; the engine validated them before it wrote the event.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -341,6 +353,14 @@ pub struct ControlState {
     pub connections: BTreeMap<(String, String), Connection>,
     /// Import jobs, by (account, job id).
     pub imports: BTreeMap<(String, String), ImportJob>,
+    /// Console sessions, by the hex SHA-256 of their token. A session's sign-in drops the
+    /// ones expired by then, so the map holds the live ones and those expired lately.
+    pub sessions: BTreeMap<String, ConsoleSession>,
+}
+
+/// Bytes as lowercase hex.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The entries of one account in a map keyed by (account, id), in id order.
@@ -562,8 +582,34 @@ impl ControlState {
                 for key in &gone {
                     self.users.remove(key);
                 }
-                gone.into_iter().map(RecordKey::User).collect()
+                // Its console sessions go with it.
+                let sessions =
+                    self.drop_sessions(|s| s.account == deleted.account && s.user == deleted.name);
+                gone.into_iter()
+                    .map(RecordKey::User)
+                    .chain(sessions)
+                    .collect()
             }
+            Body::ConsoleSessionStarted(started) => {
+                let mut touched = self.drop_sessions(|s| s.expires_micros <= at);
+                let key = hex(&started.token_sha256);
+                self.sessions.insert(
+                    key.clone(),
+                    ConsoleSession {
+                        account: started.account.clone(),
+                        user: started.user.clone(),
+                        session_id: started.session_id.clone(),
+                        token_sha256: started.token_sha256.to_vec(),
+                        user_fingerprint: started.user_fingerprint.to_vec(),
+                        started_at_micros: at,
+                        expires_micros: started.expires_micros,
+                    },
+                );
+                touched.push(RecordKey::Session(key));
+                touched
+            }
+            Body::ConsoleSessionEnded(ended) => self
+                .drop_sessions(|s| s.account == ended.account && s.session_id == ended.session_id),
             Body::RoleSet(set) => {
                 let key = (set.account.clone(), set.name.clone());
                 self.roles.insert(key.clone(), Role::from_event(set, at));
@@ -772,6 +818,25 @@ impl ControlState {
 }
 
 impl ControlState {
+    /// Removes the sessions `gone` picks; their record keys.
+    fn drop_sessions(&mut self, gone: impl Fn(&ConsoleSession) -> bool) -> Vec<RecordKey> {
+        let keys: Vec<String> = self
+            .sessions
+            .iter()
+            .filter(|(_, session)| gone(session))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in &keys {
+            self.sessions.remove(key);
+        }
+        keys.into_iter().map(RecordKey::Session).collect()
+    }
+
+    /// The live-or-lately-expired session whose token has SHA-256 `token_sha256`.
+    pub fn session(&self, token_sha256: &[u8]) -> Option<&ConsoleSession> {
+        self.sessions.get(&hex(token_sha256))
+    }
+
     fn apply_alerting(
         &mut self,
         changed: &strata_log::event::AlertingChanged,
@@ -845,6 +910,8 @@ enum RecordKey {
     Monitor((String, String)),
     Connection((String, String)),
     Import((String, String)),
+    /// A console session, by the hex SHA-256 of its token.
+    Session(String),
 }
 
 impl RecordKey {
@@ -860,6 +927,7 @@ impl RecordKey {
             RecordKey::Monitor((account, id)) => format!("m/{account}/{id}"),
             RecordKey::Connection((account, id)) => format!("c/{account}/{id}"),
             RecordKey::Import((account, id)) => format!("i/{account}/{id}"),
+            RecordKey::Session(token) => format!("s/{token}"),
         }
     }
 }
@@ -921,6 +989,9 @@ impl ControlProjection {
             state
                 .imports
                 .insert((job.account.clone(), job.id.clone()), job);
+        }
+        for session in store::scan::<ConsoleSession>(&tree, "s/")? {
+            state.sessions.insert(hex(&session.token_sha256), session);
         }
         let checkpoint = store::load_checkpoint(&tree)?;
         Ok(ControlProjection {
@@ -995,6 +1066,10 @@ impl Projection for ControlProjection {
                     Some(job) => writes.put(&text, job)?,
                     None => writes.delete(&text),
                 },
+                RecordKey::Session(token) => match next.sessions.get(token) {
+                    Some(session) => writes.put(&text, session)?,
+                    None => writes.delete(&text),
+                },
             }
         }
         writes.commit(&self.tree, checkpoint)?;
@@ -1011,9 +1086,10 @@ impl Projection for ControlProjection {
 #[cfg(test)]
 mod tests {
     use strata_log::event::{
-        AccountCreated, DatabaseCreated, DatabaseDeleted, DatabasePurged, FieldMask, FieldSecurity,
-        NotificationPermission, PaymentMethodSet, RoleDeleted, RolePermission, RoleSet,
-        UserChanged, UserCreated, UserDeleted, UserKeysRotated,
+        AccountCreated, ConsoleSessionEnded, ConsoleSessionStarted, DatabaseCreated,
+        DatabaseDeleted, DatabasePurged, FieldMask, FieldSecurity, NotificationPermission,
+        PaymentMethodSet, RoleDeleted, RolePermission, RoleSet, UserChanged, UserCreated,
+        UserDeleted, UserKeysRotated,
     };
 
     use super::*;
@@ -1206,6 +1282,69 @@ mod tests {
             readers.permissions[0].fields.as_ref().unwrap().mask,
             [("email".to_owned(), "redact".to_owned())]
         );
+    }
+
+    #[test]
+    fn sessions_start_end_expire_and_go_with_their_user() {
+        let started = |user: &str, id: &str, token: u8, at_micros: i64, expires: i64| Envelope {
+            timestamp_micros: at_micros,
+            body: Some(Body::ConsoleSessionStarted(ConsoleSessionStarted {
+                account: "acme".into(),
+                user: user.into(),
+                session_id: id.into(),
+                token_sha256: vec![token; 32].into(),
+                user_fingerprint: vec![1].into(),
+                expires_micros: expires,
+            })),
+            ..Default::default()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::open(dir.path()).unwrap();
+        let mut projection = ControlProjection::open(&store).unwrap();
+        let events = vec![
+            started("ann", "s1", 1, 10, 100),
+            started("bob", "s2", 2, 20, 1_000),
+            started("ann", "s3", 3, 30, 1_000),
+            started("ann", "s4", 4, 40, 1_000),
+            // Ann signs out of s3; Bob is deleted, and his session with him.
+            at(Body::ConsoleSessionEnded(ConsoleSessionEnded {
+                account: "acme".into(),
+                session_id: "s3".into(),
+            })),
+            at(Body::UserDeleted(UserDeleted {
+                account: "acme".into(),
+                name: "bob".into(),
+            })),
+            // A sign-in after s1 expired drops it.
+            started("cid", "s5", 5, 200, 1_000),
+        ];
+        projection
+            .apply(
+                &events,
+                Checkpoint {
+                    next_offset: 7,
+                    epoch: 1,
+                },
+            )
+            .unwrap();
+        let ids = |state: &ControlState| -> Vec<String> {
+            let mut ids: Vec<String> = state
+                .sessions
+                .values()
+                .map(|s| s.session_id.clone())
+                .collect();
+            ids.sort();
+            ids
+        };
+        assert_eq!(ids(&projection.snapshot()), ["s4", "s5"]);
+        let s4 = projection.snapshot().session(&[4; 32]).cloned().unwrap();
+        assert_eq!((s4.user.as_str(), s4.started_at_micros), ("ann", 40));
+        assert!(projection.snapshot().session(&[3; 32]).is_none());
+        store.flush().unwrap();
+        drop(projection);
+        let reopened = ControlProjection::open(&store).unwrap();
+        assert_eq!(ids(&reopened.snapshot()), ["s4", "s5"]);
+        assert_eq!(reopened.snapshot().session(&[4; 32]), Some(&s4));
     }
 
     #[test]

@@ -271,6 +271,20 @@ fn describe(event: &Envelope) -> Change {
             account = Some(b.account.clone());
             format!("user {} deleted", b.name)
         }
+        Some(Body::ConsoleSessionStarted(b)) => {
+            account = Some(b.account.clone());
+            let until = chrono::DateTime::from_timestamp_micros(b.expires_micros)
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+                .unwrap_or_default();
+            format!(
+                "user {} signed in to the console: session {} until {until}",
+                b.user, b.session_id
+            )
+        }
+        Some(Body::ConsoleSessionEnded(b)) => {
+            account = Some(b.account.clone());
+            format!("console session {} signed out", b.session_id)
+        }
         Some(Body::RoleSet(b)) => {
             account = Some(b.account.clone());
             format!("role {} set: {}", b.name, grants_text(b))

@@ -26,7 +26,7 @@ mod tables;
 pub use data_plane::search;
 use data_plane::{catalog, changes, table};
 use platform::{access, aliases, datasets, governance, ingest, query_dsl, samples, sql, users};
-pub use platform::{assistant, connections, imports, monitors, promql};
+pub use platform::{assistant, connections, imports, monitors, promql, sessions};
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 

@@ -33,6 +33,7 @@ pub fn status(code: ErrorCode) -> StatusCode {
         | ErrorCode::Busy => StatusCode::CONFLICT,
         ErrorCode::ConcurrentChange => StatusCode::PRECONDITION_FAILED,
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorCode::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         ErrorCode::Gone => StatusCode::GONE,
         ErrorCode::Unavailable | ErrorCode::PendingVerification => StatusCode::SERVICE_UNAVAILABLE,
@@ -103,6 +104,15 @@ impl IntoResponse for PlatformError {
         if is_transient(code) {
             response.extensions_mut().insert(Transient);
         }
+        if let Error::TooManyRequests {
+            retry_after_secs, ..
+        } = &self.error
+        {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(*retry_after_secs),
+            );
+        }
         response
     }
 }
@@ -133,6 +143,7 @@ mod tests {
             ErrorCode::Unavailable,
             ErrorCode::PendingVerification,
             ErrorCode::PayloadTooLarge,
+            ErrorCode::TooManyRequests,
             ErrorCode::NotFound,
             ErrorCode::MethodNotAllowed,
             ErrorCode::SourceFailed,

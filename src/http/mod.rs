@@ -9,6 +9,7 @@ mod aliases;
 mod assistant;
 mod body;
 mod connections;
+pub mod console;
 mod data_plane;
 mod documents;
 pub mod error;
@@ -58,6 +59,8 @@ pub struct AppState {
     scheme: &'static str,
     /// The request bodies the node holds at once, both listeners together.
     bodies: Arc<inflight::BodyBudget>,
+    /// Failed console sign-ins, by user name.
+    sign_ins: Arc<console::SignIns>,
 }
 
 impl AppState {
@@ -84,6 +87,7 @@ impl AppState {
                 None => "http",
             },
             bodies: Arc::new(bodies),
+            sign_ins: Arc::default(),
         })
     }
 }

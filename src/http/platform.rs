@@ -20,8 +20,8 @@ use axum::{
 use serde_json::json;
 
 use super::{
-    AppState, Signed, alerting, aliases, assistant, body::PathName, connections, documents,
-    error::PlatformError, forward, governance, health, promql, samples, sql,
+    AppState, Signed, alerting, aliases, assistant, body::PathName, connections, console,
+    documents, error::PlatformError, forward, governance, health, promql, samples, sql,
 };
 use crate::{
     engine::{Action, DEFAULT_DATABASE, PlatformPrincipal, database_key},
@@ -194,6 +194,14 @@ route_table! {
     },
     "/assistant/message" => {post: assistant::post_message},
     "/assistant/nl" => {get: assistant::nl},
+    "/console" => {get: console::page, put: reserved_name},
+    "/console/" => {get: console::page},
+    "/console/a/{version}/{*path}" => {get: console::file},
+    "/console/session" => {
+        post: console::sign_in,
+        get: console::current,
+        delete: console::sign_out,
+    },
 }
 
 pub fn routes(state: AppState) -> Router {
@@ -223,7 +231,8 @@ async fn elastic_product(mut response: Response) -> Response {
 
 /// Checks the API version and the signature; the handler gets the principal.
 async fn signed(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if request.uri().path() == UNSIGNED {
+    if request.uri().path() == UNSIGNED || console::is_open(request.method(), request.uri().path())
+    {
         return next.run(request).await;
     }
     let refuse = |error: Error| {
@@ -252,28 +261,22 @@ async fn signed(State(state): State<AppState>, request: Request, next: Next) -> 
             .into_response();
         }
     };
-    let body_sha256 = sigv4::sha256_hex(&bytes);
-    let mut headers: Vec<(&str, &str)> = parts
-        .headers
-        .iter()
-        .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?)))
-        .collect();
-    // HTTP/2 carries the host as the `:authority` pseudo-header, which signers sign as `host`.
-    if !parts.headers.contains_key(axum::http::header::HOST)
-        && let Some(authority) = parts.uri.authority()
+    // A console request: its session cookie (and CSRF token) instead of a signature.
+    let mut session = None;
+    let principal = if console::is_session_request(&parts.headers, parts.uri.query().unwrap_or(""))
     {
-        headers.push(("host", authority.as_str()));
-    }
-    let signed = sigv4::Request {
-        method: parts.method.as_str(),
-        path: parts.uri.path(),
-        query: parts.uri.query().unwrap_or(""),
-        headers,
-        body_sha256: &body_sha256,
-    };
-    let principal = match state.engine.authenticate_signed(&signed).await {
-        Ok(principal) => principal,
-        Err(error) => return refuse(error),
+        match console::session_principal(&state, &parts.method, &parts.headers).await {
+            Ok((principal, found)) => {
+                session = Some(found);
+                principal
+            }
+            Err(error) => return refuse(error),
+        }
+    } else {
+        match signature_principal(&state, &parts, &bytes).await {
+            Ok(principal) => principal,
+            Err(error) => return refuse(error),
+        }
     };
     tracing::debug!(account = %principal.account, user = %principal.user, "signed request");
     // In a cluster, what touches datasets is served by the owner of the account's `default`
@@ -293,9 +296,41 @@ async fn signed(State(state): State<AppState>, request: Request, next: Next) -> 
         }
         None => {
             request.extensions_mut().insert(principal);
+            if let Some(session) = session {
+                request.extensions_mut().insert(session);
+            }
             next.run(request).await
         }
     }
+}
+
+/// The principal whose signature (SigV4, in the headers or presigned in the query) the request
+/// carries; a 401 when it has none that holds.
+async fn signature_principal(
+    state: &AppState,
+    parts: &axum::http::request::Parts,
+    bytes: &Bytes,
+) -> Result<PlatformPrincipal, Error> {
+    let body_sha256 = sigv4::sha256_hex(bytes);
+    let mut headers: Vec<(&str, &str)> = parts
+        .headers
+        .iter()
+        .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?)))
+        .collect();
+    // HTTP/2 carries the host as the `:authority` pseudo-header, which signers sign as `host`.
+    if !parts.headers.contains_key(axum::http::header::HOST)
+        && let Some(authority) = parts.uri.authority()
+    {
+        headers.push(("host", authority.as_str()));
+    }
+    let signed = sigv4::Request {
+        method: parts.method.as_str(),
+        path: parts.uri.path(),
+        query: parts.uri.query().unwrap_or(""),
+        headers,
+        body_sha256: &body_sha256,
+    };
+    state.engine.authenticate_signed(&signed).await
 }
 
 fn check_version(request: &Request) -> Result<(), Error> {

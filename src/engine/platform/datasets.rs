@@ -111,6 +111,7 @@ pub const RESERVED_NAMES: &[&str] = &[
     "api",
     "metrics",
     "health",
+    "console",
 ];
 
 const MAX_NAME: usize = 255;

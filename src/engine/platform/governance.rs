@@ -524,7 +524,7 @@ pub fn grant_of(state: &ControlState, user: &User) -> Grant {
 
 /// The PHC string of a salted argon2id hash of `password` (slow on purpose: run it off the
 /// async threads).
-fn hash_password(password: &str) -> Result<String> {
+pub(in crate::engine) fn hash_password(password: &str) -> Result<String> {
     use argon2::password_hash::{PasswordHasher, SaltString};
     let salt: [u8; 16] = rand::random();
     let salt = SaltString::encode_b64(&salt)

@@ -20,6 +20,7 @@ pub mod monitors;
 pub mod promql;
 pub(super) mod query_dsl;
 pub(super) mod samples;
+pub mod sessions;
 pub(super) mod sql;
 pub(super) mod users;
 
