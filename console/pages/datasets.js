@@ -16,7 +16,7 @@ export function Datasets() {
   if (datasets.length === 0) return html`<p>No datasets yet.</p>`;
   return html`
     <table>
-      <caption>Datasets</caption>
+      <caption class="visually-hidden">The datasets you may see</caption>
       <thead><tr><th scope="col">Name</th><th scope="col" class="number">Records</th><th scope="col" class="number">Size</th><th scope="col">Health</th></tr></thead>
       <tbody>
         ${datasets.map((d) => html`

@@ -1,0 +1,115 @@
+// The console in a real browser (issue 27, point 4): Debian's Chromium, headless, driven by
+// playwright-core; every page checked by axe-core. Run by tests/console_browser.rs, which starts
+// strata and gives, in the environment:
+//   STRATA_URL                 the platform listener
+//   STRATA_USER, STRATA_PASSWORD  a user that reads the dataset `logs` (its `secret` denied)
+//   STRATA_SHOTS               where screenshots go
+//   STRATA_TEST_NODE_MODULES   where scripts/test installed playwright-core and axe-core
+// Prints one JSON line per check passed; exits non-zero with the reason on the first failure.
+
+import {createRequire} from 'node:module';
+import {mkdirSync, readFileSync} from 'node:fs';
+import {join} from 'node:path';
+import assert from 'node:assert/strict';
+
+const modules = process.env.STRATA_TEST_NODE_MODULES;
+const require = createRequire(join(modules, 'noop.js'));
+const {chromium} = require('playwright-core');
+const axeSource = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+
+const base = process.env.STRATA_URL;
+const shots = process.env.STRATA_SHOTS;
+mkdirSync(shots, {recursive: true});
+
+function passed(check, detail = {}) {
+  console.log(JSON.stringify({check, ...detail}));
+}
+
+/** axe-core's serious and critical violations on the page as it is now. */
+async function accessibility(context, page, name) {
+  // axe runs in a page of its own context that may run it (the console's policy allows no
+  // script but its own), on the same URL and session.
+  const audit = await context.newPage();
+  await audit.goto(page.url());
+  await audit.waitForLoadState('networkidle');
+  await audit.evaluate(axeSource);
+  const result = await audit.evaluate(() => window.axe.run(document, {resultTypes: ['violations']}));
+  await audit.close();
+  const bad = result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  assert.deepEqual(
+    bad.map((v) => `${v.id}: ${v.help} (${v.nodes.map((n) => n.target.join(' ')).join(', ')})`),
+    [],
+    `${name}: serious or critical accessibility violations`,
+  );
+  passed('accessibility', {page: name, violations: result.violations.length});
+}
+
+const browser = await chromium.launch({executablePath: '/usr/bin/chromium', headless: true});
+try {
+  for (const [theme, viewport] of [['light', {width: 1280, height: 800}], ['dark', {width: 390, height: 844}]]) {
+    const context = await browser.newContext({viewport, colorScheme: theme});
+    const axeContext = await browser.newContext({viewport, colorScheme: theme, bypassCSP: true});
+    const page = await context.newPage();
+    const violations = [];
+    page.on('console', (message) => {
+      if (/Content Security Policy|Refused to/.test(message.text())) violations.push(message.text());
+    });
+    page.on('pageerror', (error) => violations.push(String(error)));
+
+    // Sign in: a wrong password is said so, the right one opens the console.
+    await page.goto(`${base}/console`);
+    await page.getByLabel('User name').fill(process.env.STRATA_USER);
+    await page.getByLabel('Password').fill('wrong-horse-battery');
+    await page.getByRole('button', {name: 'Sign in'}).click();
+    await page.getByRole('alert').filter({hasText: 'wrong'}).waitFor();
+    await page.screenshot({path: join(shots, `sign-in-${theme}.png`), fullPage: true});
+    await accessibility(axeContext, page, `sign-in (${theme})`);
+    await page.getByLabel('Password').fill(process.env.STRATA_PASSWORD);
+    await page.getByRole('button', {name: 'Sign in'}).click();
+    await page.getByRole('heading', {name: 'Datasets'}).waitFor();
+    passed('signed in', {theme});
+
+    // The session is the cookie's: the axe context signs in too.
+    const cookies = await context.cookies();
+    const session = cookies.find((c) => c.name === 'strata_session');
+    assert.ok(session && session.httpOnly && session.sameSite === 'Strict', 'an HttpOnly, SameSite=Strict cookie');
+    await axeContext.addCookies([session]);
+
+    // Datasets: the dataset the user reads, with its count.
+    const row = page.getByRole('row').filter({hasText: 'logs'});
+    await row.waitFor();
+    assert.match(await row.innerText(), /logs\s+3\b/);
+    await page.screenshot({path: join(shots, `datasets-${theme}.png`), fullPage: true});
+    await accessibility(axeContext, page, `datasets (${theme})`);
+    passed('datasets listed', {theme});
+
+    // The theme follows the system's.
+    const background = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    assert.equal(background, theme === 'dark' ? 'rgb(13, 17, 23)' : 'rgb(255, 255, 255)');
+    passed('theme', {theme, background});
+
+    // The menu is reached and followed with the keyboard.
+    await page.keyboard.press('Tab');
+    await page.keyboard.press('Tab');
+    const focused = await page.evaluate(() => document.activeElement.textContent);
+    assert.equal(focused, 'Datasets');
+    await page.keyboard.press('Enter');
+    assert.equal(new URL(page.url()).hash, '#/datasets');
+    passed('keyboard', {theme});
+
+    // A reload keeps the session (the CSRF token is read again), and sign-out ends it.
+    await page.reload();
+    await page.getByRole('heading', {name: 'Datasets'}).waitFor();
+    await page.getByRole('button', {name: 'Sign out'}).click();
+    await page.getByRole('button', {name: 'Sign in'}).waitFor();
+    const after = await page.evaluate(async () => (await fetch('/metadata')).status);
+    assert.equal(after, 401);
+    passed('signed out', {theme});
+
+    assert.deepEqual(violations, [], 'no policy violation and no script error');
+    await context.close();
+    await axeContext.close();
+  }
+} finally {
+  await browser.close();
+}

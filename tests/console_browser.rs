@@ -1,0 +1,75 @@
+//! The console in a real browser: tests/console/e2e.mjs, run by Node.js against a server this
+//! test starts, drives Debian's Chromium with playwright-core (both installed by scripts/test:
+//! `STRATA_TEST_NODE_MODULES`). Screenshots of each page go to the target directory's
+//! `tmp/console/`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::{Server, Signed, root_user, user, yaml};
+use serde_json::json;
+
+/// A role that reads `logs` without its `secret` field.
+const READER: &str = r#"
+Version: 2025-01-01
+Permissions:
+  - ResourceType: record
+    Actions: [read]
+    Resources: ["logs"]
+    Fields:
+      Deny: ["secret"]
+  - ResourceType: metadata
+    Actions: [read]
+    Resources: ["logs"]
+"#;
+
+#[tokio::test]
+async fn the_console_works_in_a_browser() {
+    let modules = std::env::var("STRATA_TEST_NODE_MODULES").expect(
+        "STRATA_TEST_NODE_MODULES: run the tests with scripts/test, which installs Chromium, \
+         playwright-core and axe-core",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let root = Signed::new(&server, &root_user(dir.path(), "acme"));
+    let mut lines = Vec::new();
+    for i in 0..3 {
+        lines.push(json!({"index": {"_index": "logs", "_id": i.to_string()}}));
+        lines.push(json!({"host": "a", "secret": "s", "@timestamp": "2026-11-01T10:00:00Z"}));
+    }
+    let written = root.send_ndjson("POST", "/_bulk", &lines).await;
+    assert_eq!(written.body["errors"], false, "{written:?}");
+    assert_eq!(yaml(&root, "PUT", "/role/reader", READER).await.status, 200);
+    user(&root, &server, "ann", &["reader"]).await;
+
+    let shots = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("console");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/console/e2e.mjs");
+    let out = tokio::process::Command::new("node")
+        .arg(script)
+        .env("STRATA_URL", &server.platform_url)
+        .env("STRATA_USER", "ann")
+        .env("STRATA_PASSWORD", "correct-horse-battery")
+        .env("STRATA_SHOTS", &shots)
+        .env("STRATA_TEST_NODE_MODULES", modules)
+        .output()
+        .await
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "the browser test failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for check in ["signed in", "datasets listed", "keyboard", "signed out"] {
+        assert_eq!(
+            stdout.matches(&format!("\"check\":\"{check}\"")).count(),
+            2,
+            "{check} in both windows and themes:\n{stdout}"
+        );
+    }
+    for shot in ["sign-in-light", "datasets-light", "sign-in-dark", "datasets-dark"] {
+        assert!(shots.join(format!("{shot}.png")).exists(), "{shot}");
+    }
+}
