@@ -19,9 +19,12 @@ Permissions:
     Resources: ["logs"]
     Fields:
       Deny: ["secret"]
+  - ResourceType: record
+    Actions: [read]
+    Resources: ["telemetry"]
   - ResourceType: metadata
     Actions: [read]
-    Resources: ["logs"]
+    Resources: ["logs", "telemetry"]
 "#;
 
 #[tokio::test]
@@ -34,12 +37,28 @@ async fn the_console_works_in_a_browser() {
     let server = Server::start(dir.path(), &[]);
     let root = Signed::new(&server, &root_user(dir.path(), "acme"));
     let mut lines = Vec::new();
-    for i in 0..3 {
+    for (i, host) in ["a", "a", "b"].iter().enumerate() {
         lines.push(json!({"index": {"_index": "logs", "_id": i.to_string()}}));
-        lines.push(json!({"host": "a", "secret": "s", "@timestamp": "2026-11-01T10:00:00Z"}));
+        lines.push(json!({"host": host, "secret": "s", "@timestamp": "2026-11-01T10:00:00Z"}));
     }
     let written = root.send_ndjson("POST", "/_bulk", &lines).await;
     assert_eq!(written.body["errors"], false, "{written:?}");
+    // Two series sampled every minute of the last half hour.
+    let now = chrono::Utc::now().timestamp_millis();
+    let mut text = String::new();
+    for minute in 0..30 {
+        let at = now - minute * 60_000;
+        for (job, rate) in [("api", 2), ("web", 5)] {
+            let value = (30 - minute) * 60 * rate;
+            text.push_str(&format!(
+                "http_requests_total{{job=\"{job}\"}} {value} {at}\n"
+            ));
+        }
+    }
+    let samples = root
+        .send_text("POST", "/telemetry/metrics", "text/plain", &text)
+        .await;
+    assert_eq!(samples.status, 200, "{samples:?}");
     assert_eq!(yaml(&root, "PUT", "/role/reader", READER).await.status, 200);
     user(&root, &server, "ann", &["reader"]).await;
 
@@ -62,14 +81,25 @@ async fn the_console_works_in_a_browser() {
         "the browser test failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for check in ["signed in", "datasets listed", "keyboard", "signed out"] {
+    for check in [
+        "signed in",
+        "datasets listed",
+        "keyboard",
+        "sql rows",
+        "export",
+        "promql line chart",
+        "signed out",
+    ] {
         assert_eq!(
             stdout.matches(&format!("\"check\":\"{check}\"")).count(),
             2,
             "{check} in both windows and themes:\n{stdout}"
         );
     }
-    for shot in ["sign-in-light", "datasets-light", "sign-in-dark", "datasets-dark"] {
-        assert!(shots.join(format!("{shot}.png")).exists(), "{shot}");
+    for page in ["sign-in", "datasets", "query-sql", "query-promql"] {
+        for theme in ["light", "dark"] {
+            let shot = shots.join(format!("{page}-{theme}.png"));
+            assert!(shot.exists(), "{}", shot.display());
+        }
     }
 }

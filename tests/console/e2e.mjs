@@ -3,6 +3,7 @@
 // strata and gives, in the environment:
 //   STRATA_URL                 the platform listener
 //   STRATA_USER, STRATA_PASSWORD  a user that reads the dataset `logs` (its `secret` denied)
+//                              and the metrics dataset `telemetry`
 //   STRATA_SHOTS               where screenshots go
 //   STRATA_TEST_NODE_MODULES   where scripts/test installed playwright-core and axe-core
 // Prints one JSON line per check passed; exits non-zero with the reason on the first failure.
@@ -97,9 +98,48 @@ try {
     assert.equal(new URL(page.url()).hash, '#/datasets');
     passed('keyboard', {theme});
 
+    // Query: SQL rows in the table, their bars; export as CSV.
+    await page.getByRole('link', {name: 'Query'}).click();
+    await page.getByRole('heading', {name: 'Query'}).waitFor();
+    await page.getByRole('textbox', {name: /^Query/}).fill('SELECT host, COUNT(*) AS n FROM logs GROUP BY host ORDER BY host');
+    await page.getByRole('textbox', {name: /^Query/}).press('Control+Enter');
+    await page.getByRole('status').filter({hasText: '2 rows'}).waitFor();
+    const cells = await page.locator('table.results tbody tr').allInnerTexts();
+    assert.deepEqual(cells.map((c) => c.split('\t')), [['a', '2'], ['b', '1']]);
+    passed('sql rows', {theme});
+    await page.getByRole('tab', {name: 'Chart'}).click();
+    await page.getByRole('img', {name: 'Bar chart'}).locator('canvas').first().waitFor();
+    const [saved] = await Promise.all([
+      page.waitForEvent('download'),
+      page.getByRole('button', {name: 'Export CSV'}).click(),
+    ]);
+    assert.equal(saved.suggestedFilename(), 'result.csv');
+    assert.equal(readFileSync(await saved.path(), 'utf8'), 'host,n\r\na,2\r\nb,1\r\n');
+    passed('export', {theme});
+    await page.screenshot({path: join(shots, `query-sql-${theme}.png`), fullPage: true});
+
+    // A PromQL range over the last hour: a line chart with its points drawn.
+    await page.getByLabel('Language').selectOption('promql');
+    await page.getByRole('textbox', {name: /^Query/}).fill('sum by (job) (http_requests_total)');
+    await page.getByRole('button', {name: 'Run'}).click();
+    const line = page.getByRole('img', {name: 'Line chart'});
+    await line.locator('canvas').first().waitFor();
+    const painted = await line.locator('canvas').first().evaluate((canvas) => {
+      const pixels = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+      let drawn = 0;
+      for (let i = 3; i < pixels.length; i += 4) if (pixels[i] > 0) drawn += 1;
+      return drawn;
+    });
+    assert.ok(painted > 200, `the line chart has ${painted} painted pixels`);
+    const legend = await line.locator('.u-legend .u-series').allInnerTexts();
+    assert.ok(legend.some((t) => t.includes('job="api"')) && legend.some((t) => t.includes('job="web"')), `legend: ${legend}`);
+    passed('promql line chart', {theme, painted});
+    await page.screenshot({path: join(shots, `query-promql-${theme}.png`), fullPage: true});
+    await accessibility(axeContext, page, `query (${theme})`);
+
     // A reload keeps the session (the CSRF token is read again), and sign-out ends it.
     await page.reload();
-    await page.getByRole('heading', {name: 'Datasets'}).waitFor();
+    await page.getByRole('heading', {name: 'Query'}).waitFor();
     await page.getByRole('button', {name: 'Sign out'}).click();
     await page.getByRole('button', {name: 'Sign in'}).waitFor();
     const after = await page.evaluate(async () => (await fetch('/metadata')).status);
