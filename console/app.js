@@ -5,10 +5,12 @@ import {html, render, useEffect, useState} from './vendor/preact-htm.js';
 import {currentSession, signIn, signOut} from './api.js';
 import {Datasets} from './pages/datasets.js';
 import {Query} from './pages/query.js';
+import {Chat} from './pages/chat.js';
 
 const PAGES = [
   {path: 'datasets', title: 'Datasets', view: Datasets},
   {path: 'query', title: 'Query', view: Query},
+  {path: 'chat', title: 'Chat', view: Chat},
 ];
 
 function route() {

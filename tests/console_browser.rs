@@ -88,6 +88,7 @@ async fn the_console_works_in_a_browser() {
         "sql rows",
         "export",
         "promql line chart",
+        "chat answer",
         "signed out",
     ] {
         assert_eq!(
@@ -96,7 +97,7 @@ async fn the_console_works_in_a_browser() {
             "{check} in both windows and themes:\n{stdout}"
         );
     }
-    for page in ["sign-in", "datasets", "query-sql", "query-promql"] {
+    for page in ["sign-in", "datasets", "query-sql", "query-promql", "chat"] {
         for theme in ["light", "dark"] {
             let shot = shots.join(format!("{page}-{theme}.png"));
             assert!(shot.exists(), "{}", shot.display());

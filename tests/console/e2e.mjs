@@ -137,9 +137,27 @@ try {
     await page.screenshot({path: join(shots, `query-promql-${theme}.png`), fullPage: true});
     await accessibility(axeContext, page, `query (${theme})`);
 
+    // Chat: a thread about `logs`, a question answered over the socket, its number shown.
+    await page.getByRole('link', {name: 'Chat'}).click();
+    await page.getByLabel('Thread name').fill(`records ${theme}`);
+    await page.getByLabel('Dataset').fill('logs');
+    await page.getByRole('button', {name: 'New thread'}).click();
+    await page.getByRole('region', {name: `Thread records ${theme}`}).waitFor();
+    await page.getByLabel('Your question').fill('how many records are in logs?');
+    await page.getByRole('button', {name: 'Ask'}).click();
+    const answer = page.locator('.messages .assistant .answer');
+    await answer.waitFor();
+    assert.match(await answer.locator('p').first().innerText(), /\b3\b/);
+    assert.equal(await answer.locator('.big-number output').innerText(), '3');
+    await answer.getByText('The SQL query it ran').click();
+    assert.equal(await answer.locator('pre').innerText(), 'SELECT COUNT(*) AS "count" FROM "logs"');
+    passed('chat answer', {theme});
+    await page.screenshot({path: join(shots, `chat-${theme}.png`), fullPage: true});
+    await accessibility(axeContext, page, `chat (${theme})`);
+
     // A reload keeps the session (the CSRF token is read again), and sign-out ends it.
     await page.reload();
-    await page.getByRole('heading', {name: 'Query'}).waitFor();
+    await page.getByRole('heading', {name: 'Chat'}).waitFor();
     await page.getByRole('button', {name: 'Sign out'}).click();
     await page.getByRole('button', {name: 'Sign in'}).waitFor();
     const after = await page.evaluate(async () => (await fetch('/metadata')).status);
