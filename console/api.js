@@ -16,7 +16,8 @@ export class ApiError extends Error {
  * `contentType`); the answer's JSON (or text). Throws an ApiError for a 4xx or 5xx.
  */
 export async function api(method, path, body, contentType) {
-  const headers = {};
+  // JSON answers, also from the routes that answer YAML by default (governance, monitors).
+  const headers = {accept: 'application/json'};
   if (method !== 'GET' && method !== 'HEAD' && csrf) headers['x-csrf-token'] = csrf;
   let payload;
   if (body !== undefined && body !== null) {

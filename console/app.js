@@ -6,16 +6,19 @@ import {currentSession, signIn, signOut} from './api.js';
 import {Datasets} from './pages/datasets.js';
 import {Query} from './pages/query.js';
 import {Chat} from './pages/chat.js';
+import {Govern} from './pages/govern.js';
 
 const PAGES = [
   {path: 'datasets', title: 'Datasets', view: Datasets},
   {path: 'query', title: 'Query', view: Query},
   {path: 'chat', title: 'Chat', view: Chat},
+  {path: 'govern', title: 'Govern', view: Govern, root: true},
 ];
 
-function route() {
+function route(session) {
   const path = location.hash.replace(/^#\/?/, '');
-  return PAGES.find((p) => p.path === path) || PAGES[0];
+  const pages = PAGES.filter((p) => !p.root || session.root);
+  return pages.find((p) => p.path === path) || pages[0];
 }
 
 function SignIn({onSignedIn}) {
@@ -49,9 +52,9 @@ function SignIn({onSignedIn}) {
 }
 
 function Shell({session, onSignedOut}) {
-  const [page, setPage] = useState(route());
+  const [page, setPage] = useState(route(session));
   useEffect(() => {
-    const changed = () => setPage(route());
+    const changed = () => setPage(route(session));
     addEventListener('hashchange', changed);
     return () => removeEventListener('hashchange', changed);
   }, []);
@@ -65,7 +68,7 @@ function Shell({session, onSignedOut}) {
       <a class="brand" href="#/">strata</a>
       <nav aria-label="Pages">
         <ul>
-          ${PAGES.map((p) => html`
+          ${PAGES.filter((p) => !p.root || session.root).map((p) => html`
             <li key=${p.path}><a href=${'#/' + p.path} aria-current=${p === page ? 'page' : undefined}>${p.title}</a></li>`)}
         </ul>
       </nav>

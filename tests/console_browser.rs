@@ -61,6 +61,14 @@ async fn the_console_works_in_a_browser() {
     assert_eq!(samples.status, 200, "{samples:?}");
     assert_eq!(yaml(&root, "PUT", "/role/reader", READER).await.status, 200);
     user(&root, &server, "ann", &["reader"]).await;
+    let root_password = yaml(
+        &root,
+        "PATCH",
+        "/user/root",
+        "Version: 2025-01-01\nPassword: root-horse-battery\n",
+    )
+    .await;
+    assert_eq!(root_password.status, 200, "{root_password:?}");
 
     let shots = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("console");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/console/e2e.mjs");
@@ -69,6 +77,7 @@ async fn the_console_works_in_a_browser() {
         .env("STRATA_URL", &server.platform_url)
         .env("STRATA_USER", "ann")
         .env("STRATA_PASSWORD", "correct-horse-battery")
+        .env("STRATA_ROOT_PASSWORD", "root-horse-battery")
         .env("STRATA_SHOTS", &shots)
         .env("STRATA_TEST_NODE_MODULES", modules)
         .output()
@@ -97,6 +106,13 @@ async fn the_console_works_in_a_browser() {
             "{check} in both windows and themes:\n{stdout}"
         );
     }
+    for check in ["govern", "masked field"] {
+        assert!(
+            stdout.contains(&format!("\"check\":\"{check}\"")),
+            "{check}:\n{stdout}"
+        );
+    }
+    assert!(shots.join("govern-light.png").exists());
     for page in ["sign-in", "datasets", "query-sql", "query-promql", "chat"] {
         for theme in ["light", "dark"] {
             let shot = shots.join(format!("{page}-{theme}.png"));

@@ -4,6 +4,7 @@
 //   STRATA_URL                 the platform listener
 //   STRATA_USER, STRATA_PASSWORD  a user that reads the dataset `logs` (its `secret` denied)
 //                              and the metrics dataset `telemetry`
+//   STRATA_ROOT_PASSWORD       the root user's password
 //   STRATA_SHOTS               where screenshots go
 //   STRATA_TEST_NODE_MODULES   where scripts/test installed playwright-core and axe-core
 // Prints one JSON line per check passed; exits non-zero with the reason on the first failure.
@@ -46,11 +47,14 @@ async function accessibility(context, page, name) {
 }
 
 const browser = await chromium.launch({executablePath: '/usr/bin/chromium', headless: true});
+// The page being driven, screenshot as `failure.png` when a check fails.
+let current = null;
 try {
   for (const [theme, viewport] of [['light', {width: 1280, height: 800}], ['dark', {width: 390, height: 844}]]) {
     const context = await browser.newContext({viewport, colorScheme: theme});
     const axeContext = await browser.newContext({viewport, colorScheme: theme, bypassCSP: true});
     const page = await context.newPage();
+    current = page;
     const violations = [];
     page.on('console', (message) => {
       if (/Content Security Policy|Refused to/.test(message.text())) violations.push(message.text());
@@ -168,6 +172,55 @@ try {
     await context.close();
     await axeContext.close();
   }
+
+  // Govern, as the root user: a role that masks `host`, a user holding it; signed in as that
+  // user, the console shows `host` masked.
+  const context = await browser.newContext({viewport: {width: 1280, height: 800}});
+  const axeContext = await browser.newContext({viewport: {width: 1280, height: 800}, bypassCSP: true});
+  const page = await context.newPage();
+  current = page;
+  const signIn = async (user, password) => {
+    await page.goto(`${base}/console`);
+    await page.getByLabel('User name').fill(user);
+    await page.getByLabel('Password').fill(password);
+    await page.getByRole('button', {name: 'Sign in'}).click();
+    await page.getByRole('button', {name: 'Sign out'}).waitFor();
+  };
+  await signIn('root', process.env.STRATA_ROOT_PASSWORD);
+  await page.getByRole('link', {name: 'Govern'}).click();
+  await page.getByLabel('Role name').fill('masked');
+  await page.getByLabel(/^Datasets/).fill('logs');
+  await page.getByRole('button', {name: 'Add a mask'}).click();
+  await page.getByLabel('Masked field').fill('host');
+  await page.getByRole('combobox', {name: /^Mask/}).selectOption('redact');
+  await page.getByRole('button', {name: 'Save role'}).click();
+  await page.getByRole('button', {name: 'Edit masked'}).waitFor();
+  await page.getByLabel('User name').fill('cid');
+  await page.getByRole('textbox', {name: /^Password/}).fill('cid-horse-battery');
+  await page.getByRole('textbox', {name: /^Roles/}).fill('masked');
+  await page.getByRole('button', {name: 'Create user'}).click();
+  await page.getByRole('status').filter({hasText: 'Keys of cid'}).waitFor();
+  await page.getByRole('cell', {name: 'cid', exact: true}).waitFor();
+  passed('govern');
+  await page.screenshot({path: join(shots, 'govern-light.png'), fullPage: true});
+  await axeContext.addCookies((await context.cookies()).filter((c) => c.name === 'strata_session'));
+  await accessibility(axeContext, page, 'govern (light)');
+  await page.getByRole('button', {name: 'Sign out'}).click();
+
+  await signIn('cid', 'cid-horse-battery');
+  assert.equal(await page.getByRole('link', {name: 'Govern'}).count(), 0, 'no Govern for a user that is not root');
+  await page.getByRole('link', {name: 'Query'}).click();
+  await page.getByRole('textbox', {name: /^Query/}).fill('SELECT host FROM logs');
+  await page.getByRole('button', {name: 'Run'}).click();
+  await page.getByRole('status').filter({hasText: '3 rows'}).waitFor();
+  const hosts = await page.locator('table.results tbody td').allInnerTexts();
+  assert.deepEqual(hosts, ['*', '*', '*'], 'host is masked');
+  passed('masked field');
+  await context.close();
+  await axeContext.close();
+} catch (error) {
+  if (current) await current.screenshot({path: join(shots, 'failure.png'), fullPage: true}).catch(() => {});
+  throw error;
 } finally {
   await browser.close();
 }
