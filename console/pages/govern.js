@@ -86,9 +86,9 @@ function entryOf(role) {
 }
 
 function RoleEditor({initial, onSaved}) {
+  // A new role to edit mounts a new editor (its key), so nothing resets what is being typed.
   const [role, setRole] = useState(initial);
   const [error, setError] = useState(null);
-  useEffect(() => setRole(initial), [initial]);
   // Updates from the state as it is when they apply, not as this render saw it: two inputs in
   // a row must not undo each other.
   const set = (key) => (e) => {
@@ -146,15 +146,16 @@ function RoleEditor({initial, onSaved}) {
 }
 
 function Roles({roles, reload}) {
-  const [editing, setEditing] = useState(entryOf({}));
+  const [editing, setEditing] = useState({entry: entryOf({}), n: 0});
+  const edit = (r) => setEditing((e) => ({entry: entryOf(r), n: e.n + 1}));
   return html`
     <section aria-labelledby="roles-title">
       <h2 id="roles-title">Roles</h2>
       <ul class="plain">${roles.map((r) => html`
-        <li key=${r.role}><button type="button" class="link" onClick=${() => setEditing(entryOf(r))}>Edit ${r.role}</button>
+        <li key=${r.role}><button type="button" class="link" onClick=${() => edit(r)}>Edit ${r.role}</button>
           <span class="hint">${(r.Permissions || []).map((p) => `${p.ResourceType}:${(p.Actions || []).join('+')} on ${(p.Resources || []).join(',')}`).join('; ')}</span></li>`)}
       </ul>
-      <${RoleEditor} initial=${editing} onSaved=${reload} />
+      <${RoleEditor} key=${editing.n} initial=${editing.entry} onSaved=${reload} />
     </section>`;
 }
 

@@ -94,7 +94,7 @@ try {
     passed('theme', {theme, background});
 
     // The menu is reached and followed with the keyboard.
-    await page.keyboard.press('Tab');
+    await page.getByRole('link', {name: 'strata'}).focus();
     await page.keyboard.press('Tab');
     const focused = await page.evaluate(() => document.activeElement.textContent);
     assert.equal(focused, 'Datasets');
@@ -187,6 +187,32 @@ try {
     await page.getByRole('button', {name: 'Sign out'}).waitFor();
   };
   await signIn('root', process.env.STRATA_ROOT_PASSWORD);
+
+  // Datasets, as the root user: create one, upload 1,200 records of CSV (three bulk requests,
+  // a progress bar), see its mapping, count and sample; delete another.
+  await page.getByLabel('New dataset').fill('uploads');
+  await page.getByRole('button', {name: 'Create dataset'}).click();
+  await page.getByRole('heading', {name: 'uploads'}).waitFor();
+  const csv = ['city,visits,note', ...Array.from({length: 1200}, (_, i) => `${['paris', 'lima', 'oslo'][i % 3]},${i},"a, ""quoted"" note"`)].join('\r\n');
+  await page.getByLabel(/^Upload NDJSON or CSV/).setInputFiles({name: 'visits.csv', mimeType: 'text/csv', buffer: Buffer.from(csv)});
+  await page.getByRole('button', {name: 'Upload', exact: true}).click();
+  await page.getByRole('status').filter({hasText: '1,200 of 1,200 records'}).waitFor();
+  assert.equal(await page.locator('progress').getAttribute('value'), '1200');
+  await page.getByRole('row').filter({hasText: 'uploads'}).filter({hasText: '1,200'}).waitFor();
+  await page.getByRole('cell', {name: 'visits', exact: true}).waitFor();
+  const sampleNote = await page.locator('section table.results tbody tr').first().innerText();
+  assert.match(sampleNote, /a, "quoted" note/);
+  passed('upload');
+  await page.screenshot({path: join(shots, 'dataset-upload-light.png'), fullPage: true});
+  await page.getByLabel('New dataset').fill('scratch');
+  await page.getByRole('button', {name: 'Create dataset'}).click();
+  await page.getByRole('heading', {name: 'scratch'}).waitFor();
+  page.once('dialog', (dialog) => dialog.accept());
+  await page.getByRole('button', {name: 'Delete scratch'}).click();
+  await page.getByRole('heading', {name: 'scratch'}).waitFor({state: 'detached'});
+  await page.getByRole('row').filter({hasText: 'scratch'}).waitFor({state: 'detached'});
+  passed('dataset deleted');
+
   await page.getByRole('link', {name: 'Govern'}).click();
   await page.getByLabel('Role name').fill('masked');
   await page.getByLabel(/^Datasets/).fill('logs');
@@ -206,6 +232,7 @@ try {
   await axeContext.addCookies((await context.cookies()).filter((c) => c.name === 'strata_session'));
   await accessibility(axeContext, page, 'govern (light)');
   await page.getByRole('button', {name: 'Sign out'}).click();
+  await page.getByRole('button', {name: 'Sign in'}).waitFor();
 
   await signIn('cid', 'cid-horse-battery');
   assert.equal(await page.getByRole('link', {name: 'Govern'}).count(), 0, 'no Govern for a user that is not root');
