@@ -7,11 +7,13 @@ import {Datasets} from './pages/datasets.js';
 import {Query} from './pages/query.js';
 import {Chat} from './pages/chat.js';
 import {Govern} from './pages/govern.js';
+import {Monitors} from './pages/monitors.js';
 
 const PAGES = [
   {path: 'datasets', title: 'Datasets', view: Datasets},
   {path: 'query', title: 'Query', view: Query},
   {path: 'chat', title: 'Chat', view: Chat},
+  {path: 'monitors', title: 'Monitors', view: Monitors},
   {path: 'govern', title: 'Govern', view: Govern, root: true},
 ];
 

@@ -106,7 +106,13 @@ async fn the_console_works_in_a_browser() {
             "{check} in both windows and themes:\n{stdout}"
         );
     }
-    for check in ["upload", "dataset deleted", "govern", "masked field"] {
+    for check in [
+        "upload",
+        "dataset deleted",
+        "monitor executed",
+        "govern",
+        "masked field",
+    ] {
         assert!(
             stdout.contains(&format!("\"check\":\"{check}\"")),
             "{check}:\n{stdout}"

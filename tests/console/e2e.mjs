@@ -213,6 +213,27 @@ try {
   await page.getByRole('row').filter({hasText: 'scratch'}).waitFor({state: 'detached'});
   passed('dataset deleted');
 
+  // Monitors, as the root user: one created from its document, executed as a dry run, then
+  // for real; its run in the history.
+  await page.getByRole('link', {name: 'Monitors'}).click();
+  const monitor = {
+    name: 'hosts a', schedule: {period: {interval: 1, unit: 'DAYS'}},
+    query: {type: 'sql', statement: "SELECT COUNT(*) FROM logs WHERE host = 'a'"},
+    triggers: [{name: 'two or more', severity: 1, condition: {type: 'field_greater_than', path: '/rows/0/0', value: 1}, actions: []}],
+  };
+  await page.getByLabel(/^New monitor/).fill(JSON.stringify(monitor));
+  await page.getByRole('button', {name: 'Create monitor'}).click();
+  await page.getByRole('heading', {name: 'hosts a'}).waitFor();
+  await page.getByRole('button', {name: 'Execute as a dry run'}).click();
+  await page.getByRole('status').filter({hasText: 'triggered: two or more'}).waitFor();
+  await page.getByText('No runs yet.').waitFor();
+  await page.getByRole('button', {name: 'Execute', exact: true}).click();
+  await page.getByRole('row').filter({hasText: 'executed'}).filter({hasText: 'triggered: two or more'}).waitFor();
+  passed('monitor executed');
+  await page.screenshot({path: join(shots, 'monitors-light.png'), fullPage: true});
+  await axeContext.addCookies((await context.cookies()).filter((c) => c.name === 'strata_session'));
+  await accessibility(axeContext, page, 'monitors (light)');
+
   await page.getByRole('link', {name: 'Govern'}).click();
   await page.getByLabel('Role name').fill('masked');
   await page.getByLabel(/^Datasets/).fill('logs');
