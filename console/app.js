@@ -8,12 +8,14 @@ import {Query} from './pages/query.js';
 import {Chat} from './pages/chat.js';
 import {Govern} from './pages/govern.js';
 import {Monitors} from './pages/monitors.js';
+import {Connections} from './pages/connections.js';
 
 const PAGES = [
   {path: 'datasets', title: 'Datasets', view: Datasets},
   {path: 'query', title: 'Query', view: Query},
   {path: 'chat', title: 'Chat', view: Chat},
   {path: 'monitors', title: 'Monitors', view: Monitors},
+  {path: 'connections', title: 'Connections', view: Connections},
   {path: 'govern', title: 'Govern', view: Govern, root: true},
 ];
 

@@ -5,6 +5,7 @@
 //   STRATA_USER, STRATA_PASSWORD  a user that reads the dataset `logs` (its `secret` denied)
 //                              and the metrics dataset `telemetry`
 //   STRATA_ROOT_PASSWORD       the root user's password
+//   STRATA_PG_DATABASE         a PostgreSQL database on 127.0.0.1:5432 with table `items`
 //   STRATA_SHOTS               where screenshots go
 //   STRATA_TEST_NODE_MODULES   where scripts/test installed playwright-core and axe-core
 // Prints one JSON line per check passed; exits non-zero with the reason on the first failure.
@@ -233,6 +234,30 @@ try {
   await page.screenshot({path: join(shots, 'monitors-light.png'), fullPage: true});
   await axeContext.addCookies((await context.cookies()).filter((c) => c.name === 'strata_session'));
   await accessibility(axeContext, page, 'monitors (light)');
+
+  // Connections, as the root user: PostgreSQL found in the catalogue, connected with its form,
+  // tested, and queried in place.
+  await page.getByRole('link', {name: 'Connections'}).click();
+  await page.getByLabel(/^Search the/).fill('postgres');
+  await page.getByRole('button', {name: 'PostgreSQL', exact: true}).click();
+  await page.getByLabel('Connection name').fill('pg');
+  await page.getByLabel('host', {exact: true}).fill('127.0.0.1');
+  await page.getByLabel('port', {exact: true}).fill('5432');
+  await page.getByLabel('username', {exact: true}).fill('postgres');
+  assert.equal(await page.getByLabel('password', {exact: true}).getAttribute('type'), 'password');
+  await page.getByLabel('database', {exact: true}).fill(process.env.STRATA_PG_DATABASE);
+  await page.getByRole('button', {name: 'Create connection'}).click();
+  await page.getByRole('heading', {name: 'pg', exact: true}).waitFor();
+  await page.getByRole('button', {name: 'Test connection'}).click();
+  await page.getByRole('status').filter({hasText: 'active, 1 datasets'}).waitFor();
+  await page.getByLabel('SQL in place').fill('SELECT name, weight FROM items ORDER BY name');
+  await page.getByRole('button', {name: 'Run in place'}).click();
+  await page.locator('table.results tbody tr').first().waitFor();
+  const items = await page.locator('table.results tbody tr').allInnerTexts();
+  assert.deepEqual(items.map((r) => r.split('\t')), [['bolt', '2.5'], ['nut', '1']]);
+  passed('connection queried');
+  await page.screenshot({path: join(shots, 'connections-light.png'), fullPage: true});
+  await accessibility(axeContext, page, 'connections (light)');
 
   await page.getByRole('link', {name: 'Govern'}).click();
   await page.getByLabel('Role name').fill('masked');

@@ -79,6 +79,7 @@ pub fn connector_record(connector: &Connector) -> Value {
         "protocol": connector.family.protocol(),
         "capabilities": connector.family.capabilities(),
         "config_keys": config::key_names(connector.family),
+        "secret_keys": config::secret_names(connector.family),
     })
 }
 
