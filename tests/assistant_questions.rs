@@ -64,47 +64,6 @@ enum Outcome {
     Wrong(String),
 }
 
-/// A PostgreSQL database of the test's own (dropped at the end) holding `orders`.
-struct Postgres {
-    database: String,
-}
-
-/// Runs `sql` with psql as the `postgres` user on loopback.
-fn psql(database: &str, sql: &str) {
-    let out = std::process::Command::new("psql")
-        .args(["-h", "127.0.0.1", "-U", "postgres", "-d", database])
-        .args(["-v", "ON_ERROR_STOP=1", "-qAtc", sql])
-        .output()
-        .expect("psql runs");
-    assert!(
-        out.status.success(),
-        "psql: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-impl Postgres {
-    fn new() -> Postgres {
-        let database = format!("strata_questions_{}", std::process::id());
-        psql("postgres", &format!("DROP DATABASE IF EXISTS {database}"));
-        psql("postgres", &format!("CREATE DATABASE {database}"));
-        psql(&database, &seed::orders_sql());
-        Postgres { database }
-    }
-}
-
-impl Drop for Postgres {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("psql")
-            .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-c"])
-            .arg(format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.database
-            ))
-            .output();
-    }
-}
-
 /// The rows of the expected statement: over the account's datasets, or in place over
 /// `connection`'s.
 async fn expected_sql(root: &Signed, statement: &str, connection: Option<&str>) -> Value {
@@ -203,7 +162,7 @@ async fn the_question_set_is_answered_right_or_refused() {
         .send_text("POST", "/telemetry/metrics", "text/plain", &metrics)
         .await;
     assert_eq!(samples.status, 200, "{samples:?}");
-    let pg = Postgres::new();
+    let pg = common::PgDatabase::new("questions", &seed::orders_sql());
     let connected = root
         .send(
             "POST",
@@ -211,7 +170,7 @@ async fn the_question_set_is_answered_right_or_refused() {
             Some(
                 &json!({"connector_id": "postgresql", "name": "shop", "config": {
                     "host": "127.0.0.1", "port": 5432, "username": "postgres",
-                    "database": pg.database,
+                    "database": pg.name,
                 }}),
             ),
         )

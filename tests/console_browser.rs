@@ -27,52 +27,17 @@ Permissions:
     Resources: ["logs", "telemetry"]
 "#;
 
-/// A PostgreSQL database of the test's own with table `items`, dropped at the end.
-struct Postgres(String);
-
-fn psql(database: &str, sql: &str) {
-    let out = std::process::Command::new("psql")
-        .args(["-h", "127.0.0.1", "-U", "postgres", "-d", database])
-        .args(["-v", "ON_ERROR_STOP=1", "-qAtc", sql])
-        .output()
-        .expect("psql runs");
-    assert!(
-        out.status.success(),
-        "psql: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-impl Postgres {
-    fn new() -> Postgres {
-        let name = format!("strata_console_{}", std::process::id());
-        psql("postgres", &format!("DROP DATABASE IF EXISTS {name}"));
-        psql("postgres", &format!("CREATE DATABASE {name}"));
-        psql(
-            &name,
-            "CREATE TABLE items (name text, weight double precision); \
-             INSERT INTO items VALUES ('nut', 1), ('bolt', 2.5);",
-        );
-        Postgres(name)
-    }
-}
-
-impl Drop for Postgres {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("psql")
-            .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-c"])
-            .arg(format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.0))
-            .output();
-    }
-}
-
 #[tokio::test]
 async fn the_console_works_in_a_browser() {
     let modules = std::env::var("STRATA_TEST_NODE_MODULES").expect(
         "STRATA_TEST_NODE_MODULES: run the tests with scripts/test, which installs Chromium, \
          playwright-core and axe-core",
     );
-    let pg = Postgres::new();
+    let pg = common::PgDatabase::new(
+        "console",
+        "CREATE TABLE items (name text, weight double precision); \
+         INSERT INTO items VALUES ('nut', 1), ('bolt', 2.5);",
+    );
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &[]);
     let root = Signed::new(&server, &root_user(dir.path(), "acme"));
@@ -118,7 +83,7 @@ async fn the_console_works_in_a_browser() {
         .env("STRATA_USER", "ann")
         .env("STRATA_PASSWORD", "correct-horse-battery")
         .env("STRATA_ROOT_PASSWORD", "root-horse-battery")
-        .env("STRATA_PG_DATABASE", &pg.0)
+        .env("STRATA_PG_DATABASE", &pg.name)
         .env("STRATA_SHOTS", &shots)
         .env("STRATA_TEST_NODE_MODULES", modules)
         .output()

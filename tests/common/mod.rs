@@ -659,3 +659,46 @@ pub async fn shop_with_docs(server: &Server, key: &str) -> Client {
     );
     client
 }
+
+/// Runs `sql` with psql as the `postgres` user on the local PostgreSQL (loopback, trust).
+pub fn psql(database: &str, sql: &str) {
+    let out = Command::new("psql")
+        .args(["-h", "127.0.0.1", "-U", "postgres", "-d", database])
+        .args(["-v", "ON_ERROR_STOP=1", "-qAtc", sql])
+        .output()
+        .expect("psql runs");
+    assert!(
+        out.status.success(),
+        "psql: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A PostgreSQL database of a test's own on the local server, made by `setup` and dropped
+/// when the test ends.
+pub struct PgDatabase {
+    pub name: String,
+}
+
+impl PgDatabase {
+    /// `strata_<prefix>_<pid>`, made anew, then `setup` run in it.
+    pub fn new(prefix: &str, setup: &str) -> PgDatabase {
+        let name = format!("strata_{prefix}_{}", std::process::id());
+        psql("postgres", &format!("DROP DATABASE IF EXISTS {name}"));
+        psql("postgres", &format!("CREATE DATABASE {name}"));
+        psql(&name, setup);
+        PgDatabase { name }
+    }
+}
+
+impl Drop for PgDatabase {
+    fn drop(&mut self) {
+        let _ = Command::new("psql")
+            .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-c"])
+            .arg(format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ))
+            .output();
+    }
+}
