@@ -978,3 +978,67 @@ async fn sql_and_promql_monitors_throttles_and_a_failing_channel() {
         "ok"
     );
 }
+
+#[tokio::test]
+async fn an_unsaved_monitor_is_test_run_with_its_next_run_times_and_nothing_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--set", "alerting.scheduler=false"]);
+    let root = Signed::new(&server, &root_user(dir.path(), "acme"));
+    logs(&root).await;
+    let hook = send(
+        &root,
+        "POST",
+        "/alert",
+        Some(&webhook_channel("ops-hook", "http://127.0.0.1:9/never")),
+    )
+    .await;
+    assert_eq!(hook.status, 200, "{hook:?}");
+
+    // Every five minutes from 00:00 UTC: the next five such times from now.
+    let draft = error_monitor("draft", "0 */5 * * * *", 1, "ops-hook");
+    let tested = send(&root, "POST", "/monitor/_execute", Some(&draft)).await;
+    assert_eq!(tested.status, 200, "{tested:?}");
+    let trigger = &tested.body["trigger_results"]["many errors"];
+    assert_eq!(trigger["triggered"], true, "{tested:?}");
+    assert_eq!(
+        trigger["action_results"]["notify"]["output"]["subject"],
+        "draft errors: 2 errors"
+    );
+    let next: Vec<chrono::DateTime<chrono::Utc>> = tested.body["next_runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(next.len(), 5, "{tested:?}");
+    let now = chrono::Utc::now();
+    assert!(
+        next[0] > now - chrono::TimeDelta::seconds(5)
+            && next[0] <= now + chrono::TimeDelta::minutes(5)
+    );
+    for pair in next.windows(2) {
+        assert_eq!(pair[1] - pair[0], chrono::TimeDelta::minutes(5));
+        assert_eq!(pair[1].timestamp() % 300, 0);
+    }
+
+    // Nothing was saved, run or sent; a document that would not save is refused the same way.
+    let listed = send(&root, "GET", "/monitors", None).await;
+    assert_eq!(listed.body["total"], 0, "{listed:?}");
+    assert_eq!(
+        send(&root, "GET", "/monitor/draft/runs", None).await.status,
+        404
+    );
+    let mut bad = draft.clone();
+    bad["triggers"][0]["actions"][0]["destination_id"] = json!("nowhere");
+    refused(
+        &send(&root, "POST", "/monitor/_execute", Some(&bad)).await,
+        "nowhere",
+    );
+    let mut period = draft;
+    period["schedule"] = json!({"period": {"interval": 2, "unit": "HOURS"}});
+    let tested = send(&root, "POST", "/monitor/_execute", Some(&period)).await;
+    let next = tested.body["next_runs"].as_array().unwrap();
+    let first: chrono::DateTime<chrono::Utc> = next[0].as_str().unwrap().parse().unwrap();
+    let second: chrono::DateTime<chrono::Utc> = next[1].as_str().unwrap().parse().unwrap();
+    assert_eq!(second - first, chrono::TimeDelta::hours(2), "{tested:?}");
+}

@@ -1,6 +1,7 @@
-// Monitors: the ones the user may read, with their schedule and last run; create one from its
-// document (JSON, as the API takes it), execute it as a dry run (actions rendered, nothing sent
-// or recorded) or for real, and its run history.
+// Monitors: the ones the user may read, with their schedule and last run; one written as its
+// document (JSON, as the API takes it), test-run before it is saved (its triggers, rendered
+// actions and next run times), then created; executed as a dry run (actions rendered, nothing
+// sent or recorded) or for real; its run history.
 
 import {html, useEffect, useState} from '../vendor/preact-htm.js';
 import {api} from '../api.js';
@@ -36,6 +37,8 @@ function Execution({result}) {
   return html`
     <div class="execution" role="status">
       <p><strong>${result.monitor_name}</strong>: ${outcome(result)}</p>
+      ${result.next_runs && html`
+        <p>Next runs: ${result.next_runs.map((t, i) => html`${i > 0 ? ', ' : ''}<time datetime=${t}>${new Date(t).toLocaleString()}</time>`)}</p>`}
       ${Object.values(result.trigger_results || {}).flatMap((t) => Object.values(t.action_results || {}).map((a) => html`
         <div class="action" key=${a.id}>
           <p>Action ${a.name}${a.throttled ? ' (throttled)' : ''}${a.error ? `: ${a.error}` : ''}</p>
@@ -107,21 +110,39 @@ export function Monitors() {
   useEffect(() => {
     load();
   }, []);
+  const [tested, setTested] = useState(null);
+  function parsed() {
+    try {
+      return JSON.parse(draft);
+    } catch (e) {
+      setError(`the monitor is not JSON: ${e.message}`);
+      return null;
+    }
+  }
   async function create(event) {
     event.preventDefault();
     setError(null);
-    let doc;
-    try {
-      doc = JSON.parse(draft);
-    } catch (e) {
-      setError(`the monitor is not JSON: ${e.message}`);
-      return;
-    }
+    const doc = parsed();
+    if (!doc) return;
     try {
       const made = await api('POST', '/monitor', doc);
+      setTested(null);
       await load();
       setChosen(made);
     } catch (e) {
+      setError(e.message);
+    }
+  }
+  // A test run of the document as it is, not saved: its query, triggers and rendered actions,
+  // and the next five times its schedule would run it.
+  async function test() {
+    setError(null);
+    const doc = parsed();
+    if (!doc) return;
+    try {
+      setTested(await api('POST', '/monitor/_execute', doc));
+    } catch (e) {
+      setTested(null);
       setError(e.message);
     }
   }
@@ -142,7 +163,11 @@ export function Monitors() {
       <label>New monitor <span class="hint">(JSON: name, schedule, query, triggers; see the API's Monitors and channels)</span>
         <textarea rows="14" spellcheck=${false} value=${draft} onInput=${(e) => setDraft(e.target.value)}></textarea>
       </label>
-      <button type="submit">Create monitor</button>
+      <div class="row">
+        <button type="button" onClick=${test}>Test (not saved)</button>
+        <button type="submit">Create monitor</button>
+      </div>
       ${error && html`<p class="error" role="alert">${error}</p>`}
+      <${Execution} result=${tested} />
     </form>`;
 }

@@ -88,4 +88,37 @@ impl Alerting {
         };
         Ok(self.run(&monitor, &execution).await)
     }
+
+    /// POST /monitor/_execute: a test run of the unsaved monitor `doc` (checked as saving it
+    /// would, run as `principal`, a dry run: its actions rendered, nothing sent or recorded),
+    /// with the next five times its schedule would run it from now (`next_runs`).
+    pub async fn execute_draft(&self, principal: &PlatformPrincipal, doc: &Value) -> Result<Value> {
+        let monitor = self.engine.draft_monitor(principal, doc)?;
+        let saved: Value = serde_json::from_str(&monitor.monitor_json)
+            .map_err(|e| Error::Internal(format!("a checked monitor is not JSON: {e}")))?;
+        let now = Utc::now();
+        let schedule = crate::engine::monitors::schedule::Schedule::parse(&saved["schedule"])
+            .map_err(|e| Error::BadRequest(format!("schedule: {e}")))?;
+        let mut next_runs = Vec::new();
+        let mut after = now;
+        while next_runs.len() < 5 {
+            let Some(next) = schedule.next_after(after) else {
+                break;
+            };
+            next_runs.push(Value::String(
+                next.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            ));
+            after = next;
+        }
+        let execution = Execution {
+            planned: None,
+            period_start: now,
+            period_end: now,
+            dryrun: true,
+            triggers: None,
+        };
+        let mut result = self.run(&monitor, &execution).await;
+        result["next_runs"] = Value::Array(next_runs);
+        Ok(result)
+    }
 }

@@ -309,6 +309,30 @@ pub async fn execute_monitor(
     Ok(answer(&headers, &result))
 }
 
+/// POST /monitor/_execute: a test run of the monitor document in the body, not saved (a dry
+/// run), with its next five run times.
+pub async fn execute_draft(
+    Signed {
+        state, principal, ..
+    }: Signed,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, PlatformError> {
+    const OP: &str = "execute monitor";
+    let mut doc: Value = document(&headers, &body).map_err(PlatformError::of(OP))?;
+    state
+        .assistant
+        .plan_monitor_document(&principal, &mut doc)
+        .await
+        .map_err(PlatformError::of(OP))?;
+    let result = state
+        .alerting
+        .execute_draft(&principal, &doc)
+        .await
+        .map_err(PlatformError::of(OP))?;
+    Ok(answer(&headers, &result))
+}
+
 /// GET /monitor/{id}/runs: its recent runs, newest first.
 pub async fn monitor_runs(
     Signed {

@@ -161,6 +161,7 @@ route_table! {
         delete: alerting::delete_monitor,
     },
     "/monitor/{id}/execute" => {post: alerting::execute_monitor},
+    "/monitor/_execute" => {post: alerting::execute_draft},
     "/monitor/{id}/runs" => {get: alerting::monitor_runs},
     "/monitors" => {get: alerting::list_monitors, put: create_reserved},
     // Connections.

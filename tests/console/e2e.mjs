@@ -223,6 +223,10 @@ try {
     triggers: [{name: 'two or more', severity: 1, condition: {type: 'field_greater_than', path: '/rows/0/0', value: 1}, actions: []}],
   };
   await page.getByLabel(/^New monitor/).fill(JSON.stringify(monitor));
+  await page.getByRole('button', {name: 'Test (not saved)'}).click();
+  await page.getByRole('status').filter({hasText: 'triggered: two or more'}).waitFor();
+  assert.equal(await page.getByRole('status').locator('time').count(), 5, 'the next five run times');
+  assert.equal(await page.getByText('No monitors yet.').count(), 1, 'a test run saves nothing');
   await page.getByRole('button', {name: 'Create monitor'}).click();
   await page.getByRole('heading', {name: 'hosts a'}).waitFor();
   await page.getByRole('button', {name: 'Execute as a dry run'}).click();

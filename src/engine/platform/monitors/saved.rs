@@ -288,6 +288,32 @@ impl Engine {
         .await
     }
 
+    /// POST /monitor/_execute: the monitor `doc` checked as saving it would check it (its
+    /// channels and templates, the caller's right to write it), not saved: what a test run of
+    /// an unsaved monitor runs, as the caller.
+    pub fn draft_monitor(&self, principal: &PlatformPrincipal, doc: &Value) -> Result<Monitor> {
+        let fields = fields(doc)?;
+        let id = id_or_new(fields.get("_id").or(fields.get("monitor_id")), "_id")?;
+        permit(principal, MONITOR, "write", &id)?;
+        let state = self.control_state();
+        let (channels, partials) = references(&state, &principal.account);
+        let normalized = document::monitor(
+            doc,
+            &MonitorContext {
+                channels: &channels,
+                partials: &partials,
+            },
+        )?;
+        Ok(Monitor {
+            account: principal.account.clone(),
+            id,
+            version: 0,
+            monitor_json: normalized.to_string(),
+            author: principal.user.clone(),
+            updated_at_micros: chrono::Utc::now().timestamp_micros(),
+        })
+    }
+
     /// Saves the monitor `id` as `doc_of` gives it (the document and its version, from the
     /// current state), checked against the account's channels and templates, with `principal`
     /// as its author.
