@@ -131,6 +131,24 @@ pub async fn delete_channel(
     ))
 }
 
+/// A request's monitor document, its assistant question (if it asks one) planned as the
+/// caller sees the dataset.
+async fn monitor_document(
+    state: &super::AppState,
+    principal: &crate::engine::PlatformPrincipal,
+    headers: &HeaderMap,
+    body: &Bytes,
+    op: &'static str,
+) -> Result<Value, PlatformError> {
+    let mut doc: Value = document(headers, body).map_err(PlatformError::of(op))?;
+    state
+        .assistant
+        .plan_monitor_document(principal, &mut doc)
+        .await
+        .map_err(PlatformError::of(op))?;
+    Ok(doc)
+}
+
 /// POST /monitor: `{_id, _version, monitor}`.
 pub async fn create_monitor(
     Signed {
@@ -142,12 +160,7 @@ pub async fn create_monitor(
     body: Bytes,
 ) -> Result<Response, PlatformError> {
     const OP: &str = "create monitor";
-    let mut doc: Value = document(&headers, &body).map_err(PlatformError::of(OP))?;
-    state
-        .assistant
-        .plan_monitor_document(&principal, &mut doc)
-        .await
-        .map_err(PlatformError::of(OP))?;
+    let doc = monitor_document(&state, &principal, &headers, &body, OP).await?;
     let origin = principal.origin(&request_id.0);
     let monitor = state
         .engine
@@ -208,12 +221,7 @@ pub async fn patch_monitor(
 ) -> Result<Response, PlatformError> {
     const OP: &str = "update monitor";
     let id = id_of(id, OP)?;
-    let mut doc: Value = document(&headers, &body).map_err(PlatformError::of(OP))?;
-    state
-        .assistant
-        .plan_monitor_document(&principal, &mut doc)
-        .await
-        .map_err(PlatformError::of(OP))?;
+    let doc = monitor_document(&state, &principal, &headers, &body, OP).await?;
     let origin = principal.origin(&request_id.0);
     let monitor = state
         .engine
@@ -319,12 +327,7 @@ pub async fn execute_draft(
     body: Bytes,
 ) -> Result<Response, PlatformError> {
     const OP: &str = "execute monitor";
-    let mut doc: Value = document(&headers, &body).map_err(PlatformError::of(OP))?;
-    state
-        .assistant
-        .plan_monitor_document(&principal, &mut doc)
-        .await
-        .map_err(PlatformError::of(OP))?;
+    let doc = monitor_document(&state, &principal, &headers, &body, OP).await?;
     let result = state
         .alerting
         .execute_draft(&principal, &doc)
