@@ -114,6 +114,13 @@ impl AssistantState {
     }
 
     fn set(&mut self, set: &ThreadSet, at: i64) -> Thread {
+        // A thread is created at its first event's time, so that a new thread's `created_at`
+        // and `updated_at` are one time; later events keep it (and so does applying the first
+        // again).
+        let created_micros = self
+            .threads
+            .get(&set.thread_id)
+            .map_or(at, |t| t.created_micros);
         let thread = Thread {
             thread_id: set.thread_id.clone(),
             name: set.name.clone(),
@@ -122,7 +129,7 @@ impl AssistantState {
             viz_context_json: set.viz_context_json.clone(),
             workflow_name: set.workflow_name.clone(),
             owner: set.owner.clone(),
-            created_micros: set.created_micros,
+            created_micros,
             updated_micros: at,
         };
         self.threads
