@@ -25,6 +25,7 @@ mod tables;
 // The two API surfaces' modules, by their names (the node core above uses them too).
 pub use data_plane::search;
 use data_plane::{catalog, changes, table};
+pub(crate) use platform::iso_time;
 use platform::{access, aliases, datasets, governance, ingest, query_dsl, samples, sql, users};
 pub use platform::{assistant, connections, imports, monitors, promql, sessions};
 

@@ -28,7 +28,7 @@ use sha2::{Digest, Sha256};
 
 use super::{AppState, RequestId, error::PlatformError};
 use crate::{
-    engine::{PlatformPrincipal, sessions::Session},
+    engine::{PlatformPrincipal, iso_time, sessions::Session},
     error::Error,
 };
 
@@ -207,12 +207,6 @@ fn set_cookie(state: &AppState, value: &str, max_age_secs: u64) -> HeaderValue {
     HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
-fn iso(micros: i64) -> Value {
-    chrono::DateTime::from_timestamp_micros(micros)
-        .map(|t| json!(t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)))
-        .unwrap_or(Value::Null)
-}
-
 /// POST /console/session `{username, password, account?}`: signs in; the answer holds the
 /// CSRF token and sets the session cookie.
 pub async fn sign_in(State(state): State<AppState>, body: Bytes) -> Response {
@@ -256,7 +250,7 @@ pub async fn sign_in(State(state): State<AppState>, body: Bytes) -> Response {
         "user": signed_in.user,
         "root": signed_in.root,
         "csrf_token": signed_in.csrf_token,
-        "expires_at": iso(signed_in.expires_micros),
+        "expires_at": iso_time(Some(signed_in.expires_micros)),
     }))
     .into_response();
     response.headers_mut().insert(
@@ -282,7 +276,7 @@ pub async fn current(session: Option<axum::Extension<Session>>) -> Response {
                 "user": session.principal.user,
                 "root": session.principal.root,
                 "csrf_token": session.csrf_token,
-                "expires_at": iso(session.expires_micros),
+                "expires_at": iso_time(Some(session.expires_micros)),
             }))
             .into_response(),
             "no-store",

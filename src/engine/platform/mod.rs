@@ -29,7 +29,7 @@ pub(super) mod testing;
 
 /// A time of the platform's answers: ISO 8601 in UTC with milliseconds, of Unix microseconds;
 /// null for none.
-pub(in crate::engine) fn iso_time(micros: Option<i64>) -> serde_json::Value {
+pub(crate) fn iso_time(micros: Option<i64>) -> serde_json::Value {
     match micros.and_then(chrono::DateTime::from_timestamp_micros) {
         Some(at) => serde_json::json!(at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
         None => serde_json::Value::Null,
