@@ -151,6 +151,50 @@ async fn the_page_and_its_files_are_served_unsigned_with_a_policy_and_cache_head
         "public, max-age=31536000, immutable"
     );
     assert!(header(&file, "content-security-policy").contains("default-src 'self'"));
+    assert_eq!(header(&file, "vary"), "accept-encoding");
+    assert!(file.headers.get("content-encoding").is_none(), "{file:?}");
+    // Compressed for a browser that takes gzip, and the same file once inflated; not for one
+    // that refuses it.
+    let plain = reqwest::get(format!("{}{app}", server.platform_url))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let gzipped = browser
+        .http
+        .get(format!("{}{app}", server.platform_url))
+        .header("accept-encoding", "br, gzip;q=0.8")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gzipped.headers()["content-encoding"], "gzip");
+    let gzipped = gzipped.bytes().await.unwrap();
+    assert!(
+        gzipped.len() < plain.len(),
+        "{} of {}",
+        gzipped.len(),
+        plain.len()
+    );
+    let mut inflated = Vec::new();
+    std::io::Read::read_to_end(
+        &mut flate2::read::GzDecoder::new(gzipped.as_ref()),
+        &mut inflated,
+    )
+    .unwrap();
+    assert_eq!(inflated, plain.as_ref());
+    let refused = browser
+        .request(
+            "GET",
+            &app,
+            None,
+            &[("accept-encoding", "gzip;q=0, identity")],
+        )
+        .await;
+    assert!(
+        refused.headers.get("content-encoding").is_none(),
+        "{refused:?}"
+    );
     // Another binary's files, or none: 404.
     let stale = app.replace("/console/a/", "/console/a/0000");
     assert_eq!(browser.send("GET", &stale, None).await.status, 404);

@@ -109,7 +109,7 @@ pub async fn page() -> Response {
 
 /// GET /console/a/{version}/{path}: a file of the console, cached for good; a 404 for a
 /// version other than this binary's (a page of an older binary).
-pub async fn file(Path((version, path)): Path<(String, String)>) -> Response {
+pub async fn file(Path((version, path)): Path<(String, String)>, headers: HeaderMap) -> Response {
     let found = (version == *VERSION)
         .then(|| FILES.get_file(&path))
         .flatten()
@@ -128,10 +128,70 @@ pub async fn file(Path((version, path)): Path<(String, String)>) -> Response {
         "text/css" => "text/css; charset=utf-8",
         other => other,
     };
-    secured(
-        ([(header::CONTENT_TYPE, kind)], found.contents()).into_response(),
-        "public, max-age=31536000, immutable",
-    )
+    let gzipped = accepts_gzip(&headers)
+        .then(|| GZIPPED.get(path.as_str()))
+        .flatten();
+    let mut response = match gzipped {
+        Some(body) => (
+            [
+                (header::CONTENT_TYPE, kind),
+                (header::CONTENT_ENCODING, "gzip"),
+            ],
+            body.as_slice(),
+        )
+            .into_response(),
+        None => ([(header::CONTENT_TYPE, kind)], found.contents()).into_response(),
+    };
+    response
+        .headers_mut()
+        .insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+    secured(response, "public, max-age=31536000, immutable")
+}
+
+/// The console's text files compressed with gzip, by path, made once: those that shrink.
+static GZIPPED: LazyLock<HashMap<String, Vec<u8>>> = LazyLock::new(|| {
+    use std::io::Write;
+    let mut files = Vec::new();
+    collect(&FILES, &mut files);
+    let mut gzipped = HashMap::new();
+    for file in files {
+        let path = file.path().to_string_lossy().into_owned();
+        if !matches!(
+            path.rsplit_once('.').map(|(_, extension)| extension),
+            Some("js" | "css" | "svg" | "txt" | "json")
+        ) {
+            continue;
+        }
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        let body = encoder
+            .write_all(file.contents())
+            .and_then(|()| encoder.finish());
+        if let Ok(body) = body
+            && body.len() < file.contents().len()
+        {
+            gzipped.insert(path, body);
+        }
+    }
+    gzipped
+});
+
+/// Whether a request's `Accept-Encoding` takes gzip (named, or `*`, without `q=0`).
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|coding| {
+            let mut parts = coding.split(';').map(str::trim);
+            let name = parts.next().unwrap_or_default();
+            let refused = parts.any(|p| {
+                p.strip_prefix("q=")
+                    .and_then(|q| q.trim().parse::<f32>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            });
+            (name.eq_ignore_ascii_case("gzip") || name == "*") && !refused
+        })
 }
 
 /// Failed sign-ins by user name, on this node: after `console.sign_in_slow_after` in a row each
