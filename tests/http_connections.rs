@@ -203,6 +203,9 @@ async fn postgresql_is_connected_tested_and_queried_in_place() {
     assert_eq!(got.body["config"]["username"], "postgres");
     assert!(got.body["config"].get("password").is_none(), "{got:?}");
     assert!(got.body["last_used_at"].is_null(), "{got:?}");
+    // A new connection was created and updated at one time: its event's.
+    assert!(got.body["created_at"].is_string(), "{got:?}");
+    assert_eq!(got.body["created_at"], got.body["updated_at"], "{got:?}");
     let tested = root.send("POST", &format!("/source/{id}/test"), None).await;
     assert_eq!(tested.status, 200, "{tested:?}");
     assert_eq!(tested.body["status"], "active");

@@ -679,6 +679,12 @@ impl ControlState {
             Body::AlertingChanged(changed) => self.apply_alerting(changed, at),
             Body::ConnectionSet(set) => {
                 let key = (set.account.clone(), set.connection_id.clone());
+                // Dated by its first event, as its updates are by theirs (the writer's clock,
+                // which the event's `created_at_micros` read, is not the log's).
+                let created_at_micros = self
+                    .connections
+                    .get(&key)
+                    .map_or(at, |old| old.created_at_micros);
                 // A changed config (or secrets) is untested: inactive until used again.
                 let (status, status_message, last_used_micros) = match self.connections.get(&key) {
                     Some(old)
@@ -704,7 +710,7 @@ impl ControlState {
                         config_json: set.config_json.clone(),
                         sealed_secrets: set.sealed_secrets.to_vec(),
                         author: set.author.clone(),
-                        created_at_micros: set.created_at_micros,
+                        created_at_micros,
                         updated_at_micros: at,
                         status,
                         status_message,
