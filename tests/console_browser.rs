@@ -7,8 +7,30 @@
 
 mod common;
 
+use std::sync::Arc;
+
+use axum::{Json, Router, extract::State, routing::post};
 use common::{Server, Signed, root_user, user, yaml};
-use serde_json::json;
+use serde_json::{Value, json};
+
+/// A webhook on loopback, for the monitor's channel: the bodies it was sent.
+async fn webhook() -> (String, Arc<parking_lot::Mutex<Vec<Value>>>) {
+    let received = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    async fn hook(
+        State(received): State<Arc<parking_lot::Mutex<Vec<Value>>>>,
+        Json(body): Json<Value>,
+    ) -> &'static str {
+        received.lock().push(body);
+        "ok"
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let app = Router::new()
+        .route("/hook", post(hook))
+        .with_state(received.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, received)
+}
 
 /// A role that reads `logs` without its `secret` field.
 const READER: &str = r#"
@@ -74,6 +96,17 @@ async fn the_console_works_in_a_browser() {
     )
     .await;
     assert_eq!(root_password.status, 200, "{root_password:?}");
+    let (hook, received) = webhook().await;
+    let channel = root
+        .send_json(
+            "POST",
+            "/alert",
+            Some(&json!({"channel_id": "ops", "config": {
+                "name": "ops", "channel_type": "webhook", "webhook": {"url": hook},
+            }})),
+        )
+        .await;
+    assert_eq!(channel.status, 200, "{channel:?}");
 
     let shots = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("console");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/console/e2e.mjs");
@@ -102,6 +135,7 @@ async fn the_console_works_in_a_browser() {
         "keyboard",
         "sql rows",
         "export",
+        "time range",
         "promql line chart",
         "chat answer",
         "signed out",
@@ -115,8 +149,11 @@ async fn the_console_works_in_a_browser() {
     for check in [
         "upload",
         "dataset deleted",
+        "channels",
         "monitor executed",
+        "monitor edited",
         "connection queried",
+        "import",
         "govern",
         "masked field",
     ] {
@@ -126,6 +163,11 @@ async fn the_console_works_in_a_browser() {
         );
     }
     assert!(shots.join("govern-light.png").exists());
+    // The monitor's real execution alerted its channel once, with the subject it previewed.
+    common::eventually(10, || async { !received.lock().is_empty() }).await;
+    let sent = received.lock().clone();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0]["subject"], "hosts a: 2 records", "{sent:?}");
     for page in ["sign-in", "datasets", "query-sql", "query-promql", "chat"] {
         for theme in ["light", "dark"] {
             let shot = shots.join(format!("{page}-{theme}.png"));

@@ -1,6 +1,7 @@
 // Connections: the catalogue of source types with a search; a connection made with a form of
-// its type's keys (secrets as password fields), tested, and queried in place with SQL; the
-// account's connections and import jobs, refreshed while a job runs.
+// its type's keys (secrets as password fields), tested, queried in place with SQL, and imported
+// from (a table, a query's result, or a topic, stream, queue or key pattern) into a dataset; the
+// account's import jobs with their progress, refreshed while one runs, cancelled from here.
 
 import {html, useEffect, useState} from '../vendor/preact-htm.js';
 import {api} from '../api.js';
@@ -45,7 +46,56 @@ function Create({type, onMade}) {
     </form>`;
 }
 
-function Connection({connection, onChanged}) {
+/** The ways a source of each family is read: `source`'s key, and its label. */
+const SOURCES = {
+  table: 'Table or dataset', query: 'Query (SQL)', topic: 'Topic', stream: 'Stream', queue: 'Queue', key_pattern: 'Key pattern',
+};
+
+function Import({connection, onStarted}) {
+  const [kind, setKind] = useState('table');
+  const [source, setSource] = useState('');
+  const [dataset, setDataset] = useState('');
+  const [mode, setMode] = useState('append');
+  const [follow, setFollow] = useState(false);
+  const [error, setError] = useState(null);
+  async function submit(event) {
+    event.preventDefault();
+    setError(null);
+    const body = {connection_id: connection.connection_id, source: {[kind]: source}, dataset, mode};
+    if (follow) body.follow = true;
+    try {
+      onStarted(await api('PUT', `/import/${encodeURIComponent(connection.connector_id)}`, body));
+    } catch (e) {
+      setError(e.message);
+    }
+  }
+  return html`
+    <form class="grid-form" onSubmit=${submit} aria-label=${`Import from ${connection.name}`}>
+      <h3>Import into a dataset</h3>
+      <div class="row">
+        <label>Read
+          <select value=${kind} onChange=${(e) => setKind(e.target.value)}>
+            ${Object.entries(SOURCES).map(([k, l]) => html`<option value=${k}>${l}</option>`)}
+          </select>
+        </label>
+        <label>Source <input value=${source} onInput=${(e) => setSource(e.target.value)} required /></label>
+      </div>
+      <div class="row">
+        <label>Into dataset <input value=${dataset} onInput=${(e) => setDataset(e.target.value)} required /></label>
+        <label>Mode
+          <select value=${mode} onChange=${(e) => setMode(e.target.value)}>
+            <option value="append">append</option>
+            <option value="replace">replace its records</option>
+          </select>
+        </label>
+        <label class="inline"><input type="checkbox" checked=${follow} onChange=${(e) => setFollow(e.target.checked)} /> Keep following</label>
+      </div>
+      <button type="submit">Start import</button>
+      ${error && html`<p class="error" role="alert">${error}</p>`}
+    </form>`;
+}
+
+function Connection({connection, onChanged, onImport}) {
   const [tested, setTested] = useState(null);
   const [statement, setStatement] = useState('SHOW TABLES');
   const [result, setResult] = useState(null);
@@ -85,32 +135,60 @@ function Connection({connection, onChanged}) {
       </form>
       ${error && html`<p class="error" role="alert">${error}</p>`}
       ${result && html`<${ResultTable} columns=${result.columns} rows=${result.rows} />`}
+      <${Import} connection=${connection} onStarted=${onImport} />
     </section>`;
 }
 
-function Imports() {
+const LIVE = new Set(['queued', 'running']);
+
+/** The import jobs, refreshed every second while one is queued or runs (and when `started`
+ * changes), each with its connection's name; a live one can be cancelled. */
+function Imports({started, connections}) {
+  const named = (id) => (connections.find((c) => c.connection_id === id) || {name: id}).name;
   const [jobs, setJobs] = useState([]);
+  const [error, setError] = useState(null);
+  const [refresh, setRefresh] = useState(0);
   useEffect(() => {
     let stopped = false;
+    let timer = null;
     const load = async () => {
       const answer = await api('GET', '/import/jobs').catch(() => ({jobs: []}));
       if (stopped) return;
       setJobs(answer.jobs);
-      // Refreshed every second while a job is queued or runs.
-      if (answer.jobs.some((j) => j.state === 'running' || j.state === 'queued')) setTimeout(load, 1000);
+      if (answer.jobs.some((j) => LIVE.has(j.state))) timer = setTimeout(load, 1000);
     };
     load();
     return () => {
       stopped = true;
+      clearTimeout(timer);
     };
-  }, []);
+  }, [started, refresh]);
+  async function cancel(job) {
+    setError(null);
+    try {
+      await api('DELETE', `/import/jobs/${encodeURIComponent(job.job_id)}`);
+      setRefresh((n) => n + 1);
+    } catch (e) {
+      setError(e.message);
+    }
+  }
   if (jobs.length === 0) return null;
   return html`
     <section aria-labelledby="imports-title">
       <h2 id="imports-title">Import jobs</h2>
-      <table><thead><tr><th scope="col">Job</th><th scope="col">Into</th><th scope="col">State</th><th scope="col" class="number">Records</th></tr></thead>
-        <tbody>${jobs.map((j) => html`<tr key=${j.job_id}><td>${j.job_id}</td><td>${j.dataset}</td><td>${j.state}</td>
-          <td class="number">${j.records_written.toLocaleString()}</td></tr>`)}</tbody></table>
+      ${error && html`<p class="error" role="alert">${error}</p>`}
+      <div class="table-box"><table>
+        <thead><tr><th scope="col">Job</th><th scope="col">From</th><th scope="col">Into</th><th scope="col">State</th>
+          <th scope="col" class="number">Records</th><th scope="col" class="number">Per second</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
+        <tbody>${jobs.map((j) => html`<tr key=${j.job_id}>
+          <td>${j.job_id}</td>
+          <td>${named(j.connection_id)}: ${Object.values(j.source || {}).join(' ')}</td>
+          <td>${j.dataset}</td>
+          <td>${j.state}${LIVE.has(j.state) ? html` <progress aria-label=${`Import ${j.job_id} in progress`}></progress>` : ''}${j.error ? html`<span class="error">: ${j.error}</span>` : ''}</td>
+          <td class="number">${j.records_written.toLocaleString()}</td>
+          <td class="number">${j.rate ? Math.round(j.rate).toLocaleString() : ''}</td>
+          <td>${LIVE.has(j.state) && html`<button type="button" onClick=${() => cancel(j)}>Cancel ${j.job_id}</button>`}</td>
+        </tr>`)}</tbody></table></div>
     </section>`;
 }
 
@@ -121,6 +199,7 @@ export function Connections() {
   const [connections, setConnections] = useState([]);
   const [chosen, setChosen] = useState(null);
   const [error, setError] = useState(null);
+  const [started, setStarted] = useState(null);
   const load = () => api('GET', '/sources/connections').then(setConnections).catch((e) => setError(e.message));
   useEffect(() => {
     api('GET', '/sources').then(setCatalogue).catch((e) => setError(e.message));
@@ -140,8 +219,9 @@ export function Connections() {
           <tr key=${c.connection_id}><td><button type="button" class="link" onClick=${() => setChosen(c)}>${c.name}</button></td>
             <td>${c.connector_id}</td><td>${c.status}</td></tr>`)}</tbody>
       </table>`}
-    ${current && html`<${Connection} key=${current.connection_id} connection=${current} onChanged=${load} />`}
-    <${Imports} />
+    ${current && html`<${Connection} key=${current.connection_id} connection=${current} onChanged=${load}
+      onImport=${(job) => setStarted(job.job_id)} />`}
+    <${Imports} started=${started} connections=${connections} />
     <section aria-labelledby="catalogue-title">
       <h2 id="catalogue-title">Connect a source</h2>
       <label>Search the ${catalogue.length} source types <input type="search" value=${search} onInput=${(e) => setSearch(e.target.value)} /></label>

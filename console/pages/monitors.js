@@ -1,18 +1,11 @@
-// Monitors: the ones the user may read, with their schedule and last run; one written as its
-// document (JSON, as the API takes it), test-run before it is saved (its triggers, rendered
-// actions and next run times), then created; executed as a dry run (actions rendered, nothing
-// sent or recorded) or for real; its run history.
+// Monitors: the ones the user may read, with their schedule and last run; one written with the
+// editor (a form, or its JSON document), test-run before it is saved (its next run times,
+// triggers and rendered actions), then created, or a saved one edited; executed as a dry run
+// (actions rendered, nothing sent or recorded) or for real; its run history.
 
 import {html, useEffect, useState} from '../vendor/preact-htm.js';
 import {api} from '../api.js';
-
-const EXAMPLE = {
-  name: 'errors in logs',
-  enabled: true,
-  schedule: {period: {interval: 5, unit: 'MINUTES'}},
-  query: {type: 'sql', statement: "SELECT COUNT(*) AS errors FROM logs WHERE level = 'error'"},
-  triggers: [{name: 'any error', severity: 1, condition: {type: 'field_greater_than', path: '/rows/0/0', value: 0}, actions: []}],
-};
+import {EXAMPLE, Execution, MonitorEditor, documentOf, outcome} from './monitor-editor.js';
 
 function scheduleText(schedule) {
   if (!schedule) return '';
@@ -21,34 +14,8 @@ function scheduleText(schedule) {
   return JSON.stringify(schedule);
 }
 
-/** What a run says in a few words: its error, or which triggers fired. */
-function outcome(run) {
-  if (!run) return 'never run';
-  if (run.error) return `error: ${run.error}`;
-  const triggers = Object.values(run.trigger_results || {});
-  const fired = triggers.filter((t) => t.triggered).map((t) => t.name);
-  const failed = triggers.filter((t) => t.error).map((t) => `${t.name}: ${t.error}`);
-  if (failed.length) return `trigger error (${failed.join('; ')})`;
-  return fired.length ? `triggered: ${fired.join(', ')}` : 'no trigger fired';
-}
-
-function Execution({result}) {
-  if (!result) return null;
-  return html`
-    <div class="execution" role="status">
-      <p><strong>${result.monitor_name}</strong>: ${outcome(result)}</p>
-      ${result.next_runs && html`
-        <p>Next runs: ${result.next_runs.map((t, i) => html`${i > 0 ? ', ' : ''}<time datetime=${t}>${new Date(t).toLocaleString()}</time>`)}</p>`}
-      ${Object.values(result.trigger_results || {}).flatMap((t) => Object.values(t.action_results || {}).map((a) => html`
-        <div class="action" key=${a.id}>
-          <p>Action ${a.name}${a.throttled ? ' (throttled)' : ''}${a.error ? `: ${a.error}` : ''}</p>
-          ${a.output && html`<pre class="json">${a.output.subject}\n\n${a.output.message}</pre>`}
-        </div>`))}
-      <details><summary>The whole result</summary><pre class="json">${JSON.stringify(result, null, 2)}</pre></details>
-    </div>`;
-}
-
-function Monitor({monitor, onChanged}) {
+function Monitor({monitor, channels, onChanged}) {
+  const [editing, setEditing] = useState(false);
   const [runs, setRuns] = useState(null);
   const [executed, setExecuted] = useState(null);
   const [error, setError] = useState(null);
@@ -74,7 +41,10 @@ function Monitor({monitor, onChanged}) {
       <div class="row">
         <button type="button" onClick=${() => execute(true)}>Execute as a dry run</button>
         <button type="button" onClick=${() => execute(false)}>Execute</button>
+        <button type="button" onClick=${() => setEditing(true)} disabled=${editing}>Edit</button>
       </div>
+      ${editing && html`<${MonitorEditor} initial=${documentOf(monitor.monitor)} id=${monitor._id} channels=${channels}
+        onSaved=${(saved) => { setEditing(false); onChanged(saved); }} onCancel=${() => setEditing(false)} />`}
       ${error && html`<p class="error" role="alert">${error}</p>`}
       <${Execution} result=${executed} />
       <h3>Runs</h3>
@@ -87,12 +57,86 @@ function Monitor({monitor, onChanged}) {
     </section>`;
 }
 
+const CHANNEL_TYPES = {webhook: 'Webhook', slack: 'Slack', email: 'Email'};
+
+/** The notification channels: listed with how their alerts went, made with a form, deleted. */
+function Channels({channels, onChanged}) {
+  const [type, setType] = useState('webhook');
+  const [error, setError] = useState(null);
+  async function create(event) {
+    event.preventDefault();
+    const form = new FormData(event.target);
+    const block = type === 'email'
+      ? {smtp_account_id: form.get('smtp'), recipients: String(form.get('recipients')).split(',').map((r) => r.trim()).filter(Boolean)}
+      : {url: form.get('url')};
+    const config = {name: form.get('name'), channel_type: type, [type]: block};
+    setError(null);
+    try {
+      await api('POST', '/alert', {channel_id: form.get('id') || undefined, config});
+      event.target.reset();
+      onChanged();
+    } catch (e) {
+      setError(e.message);
+    }
+  }
+  async function remove(channel) {
+    if (!confirm(`Delete the channel ${channel.config.name}?`)) return;
+    setError(null);
+    try {
+      await api('DELETE', `/alert/${encodeURIComponent(channel.channel_id)}`);
+      onChanged();
+    } catch (e) {
+      setError(e.message);
+    }
+  }
+  return html`
+    <section aria-labelledby="channels-title">
+      <h2 id="channels-title">Channels</h2>
+      ${error && html`<p class="error" role="alert">${error}</p>`}
+      ${channels.length === 0 ? html`<p>No channels yet.</p>` : html`
+        <table>
+          <thead><tr><th scope="col">Channel</th><th scope="col">Type</th><th scope="col">Delivery</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
+          <tbody>${channels.map((c) => html`
+            <tr key=${c.channel_id}><td>${c.config.name} <span class="hint">${c.channel_id}</span></td><td>${c.config.channel_type}${c.config.is_enabled === false ? ' (disabled)' : ''}</td>
+              <td>${c.delivery ? `${c.delivery.status}${c.delivery.last_error ? `: ${c.delivery.last_error}` : ''}` : ''}</td>
+              <td><button type="button" class="danger" onClick=${() => remove(c)}>Delete ${c.config.name}</button></td></tr>`)}</tbody>
+        </table>`}
+      <form class="grid-form" onSubmit=${create} aria-label="New channel">
+        <div class="row">
+          <label>Channel type
+            <select value=${type} onChange=${(e) => setType(e.target.value)}>
+              ${Object.entries(CHANNEL_TYPES).map(([k, l]) => html`<option value=${k}>${l}</option>`)}
+            </select>
+          </label>
+          <label>Channel name <input name="name" required /></label>
+          <label>Channel id <span class="hint">(optional)</span> <input name="id" /></label>
+        </div>
+        ${type === 'email' ? html`
+          <label>SMTP account <input name="smtp" required /></label>
+          <label>Recipients <span class="hint">(comma-separated)</span> <input name="recipients" required /></label>`
+        : html`<label>${type === 'slack' ? 'Incoming webhook URL' : 'URL'} <input name="url" type="url" required /></label>`}
+        <button type="submit">Create channel</button>
+      </form>
+    </section>`;
+}
+
 export function Monitors() {
   const [monitors, setMonitors] = useState(null);
   const [chosen, setChosen] = useState(null);
   const [last, setLast] = useState({});
-  const [draft, setDraft] = useState(JSON.stringify(EXAMPLE, null, 2));
   const [error, setError] = useState(null);
+  // A new editor after each monitor created.
+  const [made, setMade] = useState(0);
+  const [channels, setChannels] = useState([]);
+  // The channels, each with how its alerts went (its own record holds that).
+  async function loadChannels() {
+    try {
+      const listed = await api('GET', '/alerts');
+      setChannels(await Promise.all(listed.channels.map((c) => api('GET', `/alert/${encodeURIComponent(c.channel_id)}`).catch(() => c))));
+    } catch (e) {
+      setError(e.message);
+    }
+  }
   async function load() {
     try {
       const listed = await api('GET', '/monitors');
@@ -103,71 +147,43 @@ export function Monitors() {
         newest[m._id] = runs && runs.runs[0];
       }));
       setLast(newest);
+      return listed.monitors;
     } catch (e) {
       setError(e.message);
+      return [];
     }
   }
   useEffect(() => {
     load();
+    loadChannels();
   }, []);
-  const [tested, setTested] = useState(null);
-  function parsed() {
-    try {
-      return JSON.parse(draft);
-    } catch (e) {
-      setError(`the monitor is not JSON: ${e.message}`);
-      return null;
-    }
-  }
-  async function create(event) {
-    event.preventDefault();
-    setError(null);
-    const doc = parsed();
-    if (!doc) return;
-    try {
-      const made = await api('POST', '/monitor', doc);
-      setTested(null);
-      await load();
-      setChosen(made);
-    } catch (e) {
-      setError(e.message);
-    }
-  }
-  // A test run of the document as it is, not saved: its query, triggers and rendered actions,
-  // and the next five times its schedule would run it.
-  async function test() {
-    setError(null);
-    const doc = parsed();
-    if (!doc) return;
-    try {
-      setTested(await api('POST', '/monitor/_execute', doc));
-    } catch (e) {
-      setTested(null);
-      setError(e.message);
-    }
+  // After a change: the list again, and the chosen monitor as saved.
+  async function changed(saved) {
+    loadChannels();
+    const listed = await load();
+    if (saved) setChosen(listed.find((m) => m._id === saved._id) || saved);
   }
   return html`
+    ${error && html`<p class="error" role="alert">${error}</p>`}
     ${monitors && (monitors.length === 0 ? html`<p>No monitors yet.</p>` : html`
       <table>
         <caption class="visually-hidden">Monitors you may read</caption>
-        <thead><tr><th scope="col">Name</th><th scope="col">Schedule</th><th scope="col">Last run</th></tr></thead>
+        <thead><tr><th scope="col">Name</th><th scope="col">Schedule</th><th scope="col">State</th><th scope="col">Last run</th></tr></thead>
         <tbody>${monitors.map((m) => html`
           <tr key=${m._id}>
             <td><button type="button" class="link" onClick=${() => setChosen(m)}>${m.monitor.name}</button></td>
             <td>${scheduleText(m.monitor.schedule)}</td>
+            <td>${m.monitor.enabled === false ? 'disabled' : 'enabled'}</td>
             <td>${last[m._id] ? `${last[m._id].start_time}: ${outcome(last[m._id])}` : 'never run'}</td>
           </tr>`)}</tbody>
       </table>`)}
-    ${chosen && html`<${Monitor} key=${chosen._id} monitor=${chosen} onChanged=${load} />`}
-    <form class="grid-form wide" onSubmit=${create}>
-      <label>New monitor <span class="hint">(JSON: name, schedule, query, triggers; see the API's Monitors and channels)</span>
-        <textarea rows="14" spellcheck=${false} value=${draft} onInput=${(e) => setDraft(e.target.value)}></textarea>
-      </label>
-      <div class="row">
-        <button type="button" onClick=${test}>Test (not saved)</button>
-        <button type="submit">Create monitor</button>
-      </div>
-      ${error && html`<p class="error" role="alert">${error}</p>`}
-      <${Execution} result=${tested} />
-    </form>`;
+    ${chosen && html`<${Monitor} key=${`${chosen._id}@${chosen._version}`} monitor=${chosen} channels=${channels} onChanged=${changed} />`}
+    <section aria-labelledby="new-monitor-title">
+      <h2 id="new-monitor-title">New monitor</h2>
+      <${MonitorEditor} key=${made} initial=${EXAMPLE} id=${null} channels=${channels} onSaved=${async (saved) => {
+        setMade(made + 1);
+        await changed(saved);
+      }} />
+    </section>
+    <${Channels} channels=${channels} onChanged=${loadChannels} />`;
 }

@@ -1,5 +1,7 @@
 // Query: an editor for SQL, the Query DSL and PromQL, with history; results as a table (paged,
-// sortable), as JSON and as a chart; a time range for PromQL; export to CSV and NDJSON.
+// sortable), as JSON and as a chart; a time range (PromQL's window; a filter on a time field of
+// a search; `$__timeFilter(column)`, `$__from` and `$__to` in SQL, as Grafana writes them);
+// export to CSV and NDJSON.
 
 import {html, useState} from '../vendor/preact-htm.js';
 import {api} from '../api.js';
@@ -45,6 +47,29 @@ function window_(range, from, to) {
   return [end - span, end];
 }
 
+/** An instant of a window as an SQL timestamp literal (UTC). */
+function sqlTime(seconds) {
+  return `TIMESTAMP '${new Date(seconds * 1000).toISOString()}'`;
+}
+
+/** SQL with the window's macros replaced: `$__timeFilter(column)`, `$__from`, `$__to`. */
+export function withTimeMacros(text, [start, end]) {
+  return text
+    .replace(/\$__timeFilter\(\s*([^()]+?)\s*\)/g, (_, column) => `(${column} >= ${sqlTime(start)} AND ${column} <= ${sqlTime(end)})`)
+    .replaceAll('$__from', sqlTime(start))
+    .replaceAll('$__to', sqlTime(end));
+}
+
+/** A search body filtered to the window on `field` (its query kept as a must clause). */
+export function withTimeFilter(body, field, [start, end]) {
+  const range = {range: {[field]: {gte: new Date(start * 1000).toISOString(), lte: new Date(end * 1000).toISOString()}}};
+  return {...body, query: {bool: {must: [body.query || {match_all: {}}], filter: [range]}}};
+}
+
+function usesTimeMacros(text) {
+  return /\$__(timeFilter\(|from\b|to\b)/.test(text);
+}
+
 /** A PromQL answer's rows: one per sample. */
 function promRows(data) {
   const name = (m) => JSON.stringify(m);
@@ -74,9 +99,10 @@ function searchRows(answer) {
   return {columns: ['_id', ...fields], rows: hits.map((h) => [h._id, ...fields.map((f) => (h._source || {})[f])])};
 }
 
-async function run(language, text, index, range, from, to) {
+async function run(language, text, index, range, from, to, timeField) {
   if (language === 'sql') {
-    const answer = await api('POST', '/sql', {query: text});
+    const query = usesTimeMacros(text) ? withTimeMacros(text, window_(range, from, to)) : text;
+    const answer = await api('POST', '/sql', {query});
     return {json: answer, columns: answer.columns.map((c) => c.name), rows: answer.rows, chart: chartOf(answer)};
   }
   if (language === 'querydsl') {
@@ -86,6 +112,7 @@ async function run(language, text, index, range, from, to) {
     } catch (e) {
       throw new Error(`the query is not JSON: ${e.message}`);
     }
+    if (timeField.trim()) body = withTimeFilter(body, timeField.trim(), window_(range, from, to));
     const answer = await api('POST', `/${encodeURIComponent(index || '_all')}/_search`.replace('/_all/', '/'), body);
     const table = searchRows(answer);
     return {json: answer, columns: table.columns, rows: table.rows, chart: table.chart ? chartOf(table.chart) : null};
@@ -106,6 +133,7 @@ export function Query() {
   const [range, setRange] = useState('1h');
   const [from, setFrom] = useState('');
   const [to, setTo] = useState('');
+  const [timeField, setTimeField] = useState('');
   const [view, setView] = useState('table');
   const [result, setResult] = useState(null);
   const [error, setError] = useState(null);
@@ -118,7 +146,7 @@ export function Query() {
     setError(null);
     const started = performance.now();
     try {
-      const answer = await run(language, text, index, range, from, to);
+      const answer = await run(language, text, index, range, from, to, timeField);
       answer.millis = Math.round(performance.now() - started);
       setResult(answer);
       setView(answer.chart && language === 'promql' ? 'chart' : 'table');
@@ -150,17 +178,18 @@ export function Query() {
           <label>${language === 'promql' ? 'Metrics dataset (optional)' : 'Dataset'}
             <input value=${index} onInput=${(e) => setIndex(e.target.value)} placeholder=${language === 'promql' ? 'every one' : 'logs'} />
           </label>`}
-        ${language === 'promql' && html`
-          <label>Time range
-            <select value=${range} onChange=${(e) => setRange(e.target.value)}>
-              ${RANGES.map(([k, l]) => html`<option value=${k}>${l}</option>`)}
-            </select>
-          </label>`}
-        ${language === 'promql' && range === 'absolute' && html`
+        ${language === 'querydsl' && html`
+          <label>Time field <input value=${timeField} onInput=${(e) => setTimeField(e.target.value)} placeholder="none" /></label>`}
+        <label>Time range
+          <select value=${range} onChange=${(e) => setRange(e.target.value)}>
+            ${RANGES.map(([k, l]) => html`<option value=${k}>${l}</option>`)}
+          </select>
+        </label>
+        ${range === 'absolute' && html`
           <label>From <input type="datetime-local" value=${from} onInput=${(e) => setFrom(e.target.value)} required /></label>
           <label>To <input type="datetime-local" value=${to} onInput=${(e) => setTo(e.target.value)} required /></label>`}
       </div>
-      <label class="editor">Query <span class="hint">(Ctrl+Enter runs it)</span>
+      <label class="editor">Query <span class="hint">(Ctrl+Enter runs it${language === 'sql' ? '; $__timeFilter(column) keeps the time range' : language === 'querydsl' ? '; a time field keeps the time range' : ''})</span>
         <textarea rows="6" spellcheck=${false} value=${text} onInput=${(e) => setText(e.target.value)} onKeyDown=${keys}></textarea>
       </label>
       <div class="row">
