@@ -140,7 +140,9 @@ impl FrameBody {
         if count == 0 {
             return Err("frame holds no records".to_owned());
         }
-        let mut records = Vec::with_capacity(count);
+        // Each record takes at least its 4-byte length: a count past that is read as far as
+        // the frame goes, never allocated for.
+        let mut records = Vec::with_capacity(count.min(body.len() / 4));
         let mut at = BODY_HEADER_LEN;
         for _ in 0..count {
             if at + 4 > body.len() {
