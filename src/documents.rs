@@ -15,7 +15,10 @@ pub mod source;
 pub mod update;
 
 use serde_json::{Map, Value};
-use strata_projections::{catalog::ColumnDef, schema::ColumnType};
+use strata_projections::{
+    catalog::{ColumnDef, TableDef},
+    schema::ColumnType,
+};
 
 pub use crate::engine::{ID_FIELD, TIMESTAMP_FIELD};
 
@@ -256,6 +259,26 @@ pub fn generate_id() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&uuid.as_bytes()[..15])
 }
 
+/// A dataset `name` of `columns`, as it is created (no index, no mapping): what tests and the
+/// fuzz entries plan rows for.
+pub(crate) fn dataset(name: &str, columns: Vec<ColumnDef>) -> TableDef {
+    TableDef {
+        name: name.into(),
+        id: "t".into(),
+        columns,
+        fts_columns: vec![],
+        exact_columns: vec![],
+        vector_column: None,
+        vector_metric: None,
+        start_offset: 0,
+        created_at_micros: 0,
+        dataset: true,
+        date_formats: Default::default(),
+        declared: Default::default(),
+        metrics: false,
+    }
+}
+
 /// What the tests of this module and its children build datasets from.
 #[cfg(test)]
 pub(crate) mod test_support {
@@ -275,21 +298,7 @@ pub(crate) mod test_support {
 
     /// Dataset `logs` with `columns`.
     pub fn dataset(columns: Vec<ColumnDef>) -> TableDef {
-        TableDef {
-            name: "logs".into(),
-            id: "t".into(),
-            columns,
-            fts_columns: vec![],
-            exact_columns: vec![],
-            vector_column: None,
-            vector_metric: None,
-            start_offset: 0,
-            created_at_micros: 0,
-            dataset: true,
-            date_formats: Default::default(),
-            declared: Default::default(),
-            metrics: false,
-        }
+        super::dataset("logs", columns)
     }
 }
 

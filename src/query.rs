@@ -21,7 +21,7 @@ use datafusion::{
         object_store::ObjectStoreUrl,
         runtime_env::{RuntimeEnv, RuntimeEnvBuilder},
     },
-    logical_expr::{Expr, ExprSchemable, Operator, col, lit},
+    logical_expr::{Expr, ExprSchemable, LogicalPlan, Operator, col, lit},
     prelude::{SessionConfig, SessionContext},
     sql::{
         parser::Statement,
@@ -134,14 +134,7 @@ pub async fn run_with(
     statement: Statement,
     classify: impl Fn(DataFusionError) -> Error + Copy,
 ) -> Result<QueryResult> {
-    let state = ctx.state();
-    let plan = state.statement_to_plan(statement).await.map_err(classify)?;
-    datafusion::execution::context::SQLOptions::new()
-        .with_allow_ddl(false)
-        .with_allow_dml(false)
-        .with_allow_statements(false)
-        .verify_plan(&plan)
-        .map_err(classify)?;
+    let plan = read_only_plan(ctx, statement, classify).await?;
     let frame = ctx.execute_logical_plan(plan).await.map_err(classify)?;
     // Tables are scanned with their strings as views; answers come in the declared types.
     let schema = strings_as_declared_schema(&Arc::new(frame.schema().as_arrow().clone()));
@@ -151,6 +144,27 @@ pub async fn run_with(
         .and_then(|batches| batches.iter().map(strings_as_declared).collect())
         .map_err(classify)?;
     Ok(QueryResult { schema, batches })
+}
+
+/// The logical plan of `statement`, refused unless it only reads (no DDL, DML or other
+/// statement).
+pub async fn read_only_plan(
+    ctx: &SessionContext,
+    statement: Statement,
+    classify: impl Fn(DataFusionError) -> Error,
+) -> Result<LogicalPlan> {
+    let plan = ctx
+        .state()
+        .statement_to_plan(statement)
+        .await
+        .map_err(&classify)?;
+    datafusion::execution::context::SQLOptions::new()
+        .with_allow_ddl(false)
+        .with_allow_dml(false)
+        .with_allow_statements(false)
+        .verify_plan(&plan)
+        .map_err(classify)?;
+    Ok(plan)
 }
 
 /// What a predicate matched: live row ids (ascending), how many of them have a vector, and the

@@ -19,6 +19,8 @@ mod error;
 pub mod event;
 pub mod fence;
 mod file;
+#[doc(hidden)]
+pub mod fuzz;
 mod kafka;
 mod memory;
 mod partition;

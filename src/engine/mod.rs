@@ -13,6 +13,8 @@
 
 mod control;
 mod data_plane;
+#[doc(hidden)]
+pub mod fuzz;
 mod leader;
 mod placement;
 mod platform;

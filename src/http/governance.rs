@@ -51,6 +51,12 @@ fn answer_format(headers: &HeaderMap) -> Format {
 
 /// Reads a document; a malformed one is a 400 naming where it is wrong.
 pub(super) fn document<T: DeserializeOwned>(headers: &HeaderMap, body: &Bytes) -> Result<T> {
+    read_document(body, matches!(body_format(headers), Format::Json))
+}
+
+/// Reads a document, JSON when `json`, else YAML; a malformed one is a 400 naming where it is
+/// wrong.
+pub(crate) fn read_document<T: DeserializeOwned>(body: &Bytes, json: bool) -> Result<T> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(Error::BadRequest(
             "the request needs a document (YAML, or JSON with Content-Type: application/json)"
@@ -61,14 +67,14 @@ pub(super) fn document<T: DeserializeOwned>(headers: &HeaderMap, body: &Bytes) -
         "." | "" => String::new(),
         path => format!("{path}: "),
     };
-    match body_format(headers) {
-        Format::Json => {
+    match json {
+        true => {
             let mut reader = serde_json::Deserializer::from_slice(body);
             serde_path_to_error::deserialize(&mut reader).map_err(|e| {
                 Error::BadRequest(format!("{}malformed JSON: {}", at(e.path()), e.inner()))
             })
         }
-        Format::Yaml => {
+        false => {
             let reader = serde_norway::Deserializer::from_slice(body);
             serde_path_to_error::deserialize(reader).map_err(|e| {
                 Error::BadRequest(format!("{}malformed YAML: {}", at(e.path()), e.inner()))

@@ -19,6 +19,7 @@ mod inflight;
 mod panics;
 mod platform;
 
+pub(crate) use governance::read_document;
 pub use platform::ROUTES as PLATFORM_ROUTES;
 pub(crate) mod promql;
 mod samples;

@@ -16,7 +16,7 @@
 //! no lock and changes nothing, and sees each partition up to its last complete frame at the
 //! moment of opening.
 
-mod format;
+pub(crate) mod format;
 mod partition;
 mod segment;
 

@@ -555,6 +555,20 @@ fn check_password(password: &str) -> Result<()> {
     }
 }
 
+/// A role document checked whole, as PUT /role checks it (the fuzz targets' entry).
+pub(in crate::engine) fn check_role_doc(doc: &RoleDoc) -> Result<()> {
+    check_version(doc.version.as_deref(), true)?;
+    role_from_doc("account", "role", doc).map(|_| ())
+}
+
+/// A user document's fields checked, as PUT /user checks them before it hashes the password
+/// (the fuzz targets' entry).
+pub(in crate::engine) fn check_user_doc(doc: &UserDoc) -> Result<()> {
+    check_version(doc.version.as_deref(), false)?;
+    check_roles(doc.roles.as_deref().unwrap_or_default())?;
+    doc.password.as_deref().map_or(Ok(()), check_password)
+}
+
 fn check_roles(roles: &[String]) -> Result<()> {
     for (i, role) in roles.iter().enumerate() {
         check_principal_name("role", role).map_err(|e| invalid(&format!("Roles[{i}]"), e))?;

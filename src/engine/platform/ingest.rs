@@ -15,7 +15,7 @@
 //!
 //! Nothing a request refuses as a whole is written; an item that fails is left out alone.
 
-mod resolve;
+pub(in crate::engine) mod resolve;
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 

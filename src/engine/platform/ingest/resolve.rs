@@ -70,7 +70,7 @@ fn lookup(snapshot: &TableSnapshot, id: &str) -> Result<Slot> {
 
 /// Reads an update's record line: the update, its partial record (for the columns it needs),
 /// and the record to create when there is none to update.
-pub(super) fn read_update(
+pub(in crate::engine) fn read_update(
     record: &[u8],
     id: &str,
     now: i64,

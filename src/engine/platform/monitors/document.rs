@@ -106,13 +106,16 @@ fn join(at: &str, key: &str) -> String {
 pub const CHANNEL_TYPES: &[&str] = &["webhook", "slack", "email"];
 
 /// What a channel document must satisfy beyond its own fields.
-pub(super) struct ChannelContext<'a> {
+pub(in crate::engine) struct ChannelContext<'a> {
     /// The SMTP accounts of the configuration, by id.
     pub smtp_accounts: &'a BTreeSet<String>,
 }
 
 /// Reads a channel's `config`; the normalized config.
-pub(super) fn channel_config(config: &Value, context: &ChannelContext<'_>) -> Result<Value> {
+pub(in crate::engine) fn channel_config(
+    config: &Value,
+    context: &ChannelContext<'_>,
+) -> Result<Value> {
     let at = "config";
     let fields = object(config, at)?;
     no_other_keys(
@@ -234,14 +237,14 @@ pub const QUERY_TYPES: &[&str] = &["querydsl", "sql", "promql", "assistant"];
 
 /// What a monitor document must satisfy beyond its own fields: the channels and templates it
 /// may name.
-pub(super) struct MonitorContext<'a> {
+pub(in crate::engine) struct MonitorContext<'a> {
     pub channels: &'a BTreeSet<String>,
     /// Templates by name, usable as partials.
     pub partials: &'a BTreeMap<String, String>,
 }
 
 /// Reads a monitor document; the normalized monitor (without `_id`).
-pub(super) fn monitor(doc: &Value, context: &MonitorContext<'_>) -> Result<Value> {
+pub(in crate::engine) fn monitor(doc: &Value, context: &MonitorContext<'_>) -> Result<Value> {
     let fields = object(doc, "monitor")?;
     no_other_keys(
         fields,

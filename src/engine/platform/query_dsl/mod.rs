@@ -149,6 +149,29 @@ pub fn check_search(body: &Value) -> std::result::Result<(), String> {
     })
 }
 
+/// A search body read as a request reads it, its query compiled for a dataset of `schema` and
+/// its aggregations translated, where `@timestamp` is a date spanning 2026: the fuzz targets'
+/// entry (nothing is searched).
+pub(in crate::engine) fn check_search_body(body: &Value, schema: &DocsSchema) -> Result<()> {
+    struct Fuzzed;
+    impl aggs::Fields for Fuzzed {
+        fn is_date(&self, field: &str) -> bool {
+            field == crate::engine::TIMESTAMP_FIELD
+        }
+        fn date_bounds(&self, field: &str) -> Option<(i64, i64)> {
+            self.is_date(field)
+                .then_some((1_767_225_600_000, 1_798_761_599_999))
+        }
+    }
+    let search = Search::parse(body)?;
+    let now = 1_780_000_000_000;
+    dsl::compile_named(schema, &search.query, now, None).map_err(|e| bad(e.kind, e.reason))?;
+    if let Some(aggs) = &search.aggs {
+        aggs::translate(aggs, &Fuzzed, now).map_err(|e| bad(e.kind, e.reason))?;
+    }
+    Ok(())
+}
+
 impl Engine {
     /// Runs `query` on a blocking thread: the best `top` hits and the count.
     async fn run_query(

@@ -80,7 +80,7 @@ enum Assigned {
 }
 
 /// The statement, read.
-struct Insert {
+pub(super) struct Insert {
     dataset: String,
     rows: Vec<Map<String, Value>>,
     key: Vec<String>,
@@ -95,7 +95,7 @@ fn column_name(name: &ast::ObjectName) -> String {
         .unwrap_or_default()
 }
 
-fn read(insert: &ast::Insert) -> Result<Insert> {
+pub(super) fn read(insert: &ast::Insert) -> Result<Insert> {
     let ast::TableObject::TableName(table) = &insert.table else {
         return Err(bad(
             "INSERT names a dataset: INSERT INTO <dataset> (...) VALUES (...)",

@@ -167,6 +167,62 @@ fn describe(def: &TableDef, fields: &FieldPolicy) -> Result<QueryResult> {
     })
 }
 
+/// A session for a platform statement: the shared runtime's, with the platform's functions.
+fn session(runtime: &Arc<datafusion::execution::runtime_env::RuntimeEnv>) -> SessionContext {
+    let ctx = query::session(runtime);
+    ctx.register_udf(ScalarUDF::from(functions::StPoint::new()));
+    ctx.register_udf(ScalarUDF::from(functions::StDistance::new()));
+    ctx
+}
+
+/// `sql` read as one statement, through the gates that keep a statement the server's stacks
+/// can parse and walk.
+fn read_statement(ctx: &SessionContext, sql: &str) -> Result<Statement> {
+    if sql.trim().is_empty() {
+        return Err(Error::BadRequest("the query is empty".to_owned()));
+    }
+    let state = ctx.state();
+    let dialect = state.config().options().sql_parser.dialect;
+    query::check_sql_tokens(sql)?;
+    let statement = state
+        .sql_to_statement(sql, &dialect)
+        .map_err(query::classify)?;
+    query::check_statement_depth(&statement)?;
+    Ok(statement)
+}
+
+/// A session for [`check_statement`], with the table `name` of `batch`.
+pub(in crate::engine) fn fuzz_session(name: &str, batch: RecordBatch) -> Result<SessionContext> {
+    let ctx = session(&query::runtime(64 << 20));
+    let table = datafusion::datasource::MemTable::try_new(batch.schema(), vec![vec![batch]])
+        .map_err(query::classify)?;
+    ctx.register_table(name, Arc::new(table))
+        .map_err(query::classify)?;
+    Ok(ctx)
+}
+
+/// `sql` read as POST /sql reads it before it reaches a dataset (the gates, the parse, an
+/// INSERT's upsert), and a query planned, logically and physically, over `ctx`'s tables, not
+/// run: the fuzz targets' entry.
+pub(in crate::engine) async fn check_statement(ctx: &SessionContext, sql: &str) -> Result<()> {
+    let statement = read_statement(ctx, sql)?;
+    let Statement::Statement(inner) = &statement else {
+        return Err(unsupported());
+    };
+    match inner.as_ref() {
+        ast::Statement::Insert(insert) => insert::read(insert).map(|_| ()),
+        ast::Statement::Query(_) => {
+            let plan = query::read_only_plan(ctx, statement, query::classify).await?;
+            ctx.state()
+                .create_physical_plan(&plan)
+                .await
+                .map_err(query::classify)?;
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
 impl Engine {
     /// POST /sql: runs one statement over the account's datasets (see the module
     /// documentation). `scope`: the dataset of POST /{dataset}/sql, the only one an INSERT
@@ -197,19 +253,8 @@ impl Engine {
         if let Some(scope) = scope {
             check_name(scope)?;
         }
-        let ctx = query::session(&self.queries);
-        ctx.register_udf(ScalarUDF::from(functions::StPoint::new()));
-        ctx.register_udf(ScalarUDF::from(functions::StDistance::new()));
-        if sql.trim().is_empty() {
-            return Err(Error::BadRequest("the query is empty".to_owned()));
-        }
-        let state = ctx.state();
-        let dialect = state.config().options().sql_parser.dialect;
-        query::check_sql_tokens(sql)?;
-        let statement = state
-            .sql_to_statement(sql, &dialect)
-            .map_err(query::classify)?;
-        query::check_statement_depth(&statement)?;
+        let ctx = session(&self.queries);
+        let statement = read_statement(&ctx, sql)?;
         if let Some(connection) = connection {
             return self
                 .connection_sql(principal, connection, statement, &ctx)
