@@ -25,6 +25,9 @@ const TARGETS: &[&str] = &[
 ];
 
 static TARGET: LazyLock<&'static str> = LazyLock::new(|| {
+    // As the server does: a panic inside strata::panics::catch (arrow's readers assert on
+    // malformed bytes) is the client's bad input, answered with a 400; any other still aborts.
+    strata::panics::install_hook();
     let chosen = std::env::var("STRATA_FUZZ_TARGET").unwrap_or_default();
     TARGETS
         .iter()
