@@ -31,15 +31,7 @@ fn statuses(answer: &Value) -> Vec<u64> {
 }
 
 fn ids(answer: &Answer) -> Vec<String> {
-    assert_eq!(answer.status, 200, "{answer:?}");
-    let mut ids: Vec<String> = answer.body["hits"]["hits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["_id"].as_str().unwrap().to_owned())
-        .collect();
-    ids.sort();
-    ids
+    common::hit_ids(answer)
 }
 
 fn start() -> (tempfile::TempDir, Server, Signed) {

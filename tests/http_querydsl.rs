@@ -1720,3 +1720,611 @@ async fn hits_name_the_named_queries_they_match() {
     assert_eq!(first["server"], json!(3.0), "{first}");
     assert!(first["errors"].as_f64().unwrap() > 0.0);
 }
+
+/// Creates dataset `name` with `properties` and writes `records` to it (ids "0", "1", ...).
+async fn dataset_of(client: &Signed, name: &str, properties: Value, records: &[Value]) {
+    let created = client
+        .send(
+            "PUT",
+            &format!("/{name}"),
+            Some(&json!({"mappings": {"properties": properties}})),
+        )
+        .await;
+    assert_eq!(created.status, 200, "{created:?}");
+    if records.is_empty() {
+        return;
+    }
+    let mut lines = Vec::new();
+    for (i, record) in records.iter().enumerate() {
+        lines.push(json!({"index": {"_id": i.to_string()}}));
+        lines.push(record.clone());
+    }
+    let written = client
+        .send_ndjson("POST", &format!("/{name}/_bulk"), &lines)
+        .await;
+    assert_eq!(written.body["errors"], false, "{written:?}");
+}
+
+/// The `(key_as_string or key, doc_count)` of each bucket of aggregation `name`.
+fn buckets_of(answer: &common::Answer, name: &str) -> Vec<(Value, u64)> {
+    answer.body["aggregations"][name]["buckets"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no buckets: {answer:?}"))
+        .iter()
+        .map(|b| {
+            let key = b.get("key_as_string").unwrap_or(&b["key"]).clone();
+            (key, b["doc_count"].as_u64().unwrap())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn range_fields_are_declared_queried_and_bucketed() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let client = Signed::new(&server, &root_user(dir.path(), "acme"));
+    let stays = [
+        json!({"stay": {"gte": "2016-01-01", "lt": "2016-01-02"}, "rooms": {"gte": 1, "lte": 3}}),
+        json!({"stay": {"gte": "2016-01-02", "lt": "2016-01-03"}, "rooms": {"gt": 3, "lt": 6}}),
+        json!({"stay": {"gte": "2016-02-01", "lte": "2016-02-01T12:00:00Z"}, "rooms": {"lte": 10}}),
+        json!({"stay": {"gte": "2016-03-01"}, "rooms": {"gte": 15}}),
+        json!({"stay": {"lt": "2016-01-01"}}),
+    ];
+    let properties = json!({
+        "stay": {"type": "date_range"},
+        "rooms": {"type": "long_range"},
+    });
+    dataset_of(&client, "stays", properties, &stays).await;
+
+    // The mapping shows the range fields, not the columns of their bounds.
+    let mapping = client.send("GET", "/stays/_mapping", None).await;
+    let shown = &mapping.body["stays"]["mappings"]["properties"];
+    assert_eq!(shown["stay"], json!({"type": "date_range"}), "{mapping:?}");
+    assert_eq!(shown["rooms"], json!({"type": "long_range"}), "{mapping:?}");
+    // _source keeps the range as written.
+    let found = client.send("GET", "/stays/_doc/1", None).await;
+    assert_eq!(
+        found.body["_source"]["rooms"],
+        json!({"gt": 3, "lt": 6}),
+        "{found:?}"
+    );
+
+    // A value that is not a range is refused, alone, and nothing of it is written.
+    for (bad, needle) in [
+        (json!({"stay": "2016-01-01"}), "a range is an object"),
+        (
+            json!({"stay": {"from": "2016-01-01"}}),
+            "unknown parameter [from]",
+        ),
+        (json!({"rooms": {"gte": 1, "gt": 2}}), "not both of a pair"),
+        (
+            json!({"rooms": {"gte": 9, "lte": 2}}),
+            "greater than max value",
+        ),
+        (json!({"rooms": {"gte": "many"}}), "does not fit"),
+    ] {
+        let answer = client
+            .send_ndjson("POST", "/stays/_bulk", &[json!({"index": {}}), bad.clone()])
+            .await;
+        let error = &answer.body["items"][0]["index"]["error"];
+        assert_eq!(
+            error["type"], "mapper_parsing_exception",
+            "{bad}: {answer:?}"
+        );
+        assert!(
+            error["reason"].as_str().unwrap().contains(needle),
+            "{bad}: {error}"
+        );
+    }
+    assert_eq!(
+        client.send("GET", "/stays/_count", None).await.body["count"],
+        5
+    );
+
+    let search = |query: Value| {
+        let client = client.clone();
+        async move {
+            let answer = client
+                .send(
+                    "POST",
+                    "/stays/_search",
+                    Some(&json!({"query": query, "size": 10})),
+                )
+                .await;
+            common::hit_ids(&answer)
+        }
+    };
+    // intersects (the default): the open ranges reach everything on their side.
+    let january = json!({"range": {"stay": {"gte": "2016-01-01", "lt": "2016-02-01"}}});
+    assert_eq!(search(january).await, ["0", "1"]);
+    let before = json!({"range": {"stay": {"lte": "2015-12-31"}}});
+    assert_eq!(search(before).await, ["4"]);
+    let later = json!({"range": {"stay": {"gt": "2016-02-01T12:00:00Z"}}});
+    assert_eq!(search(later).await, ["3"]);
+    // An exclusive end: [3, 6) holds 4 and 5 only.
+    assert_eq!(search(json!({"term": {"rooms": 3}})).await, ["0", "2"]);
+    assert_eq!(search(json!({"term": {"rooms": 4}})).await, ["1", "2"]);
+    assert_eq!(search(json!({"term": {"rooms": 6}})).await, ["2"]);
+    assert_eq!(search(json!({"term": {"rooms": 20}})).await, ["3"]);
+    // within and contains.
+    let within = json!({"range": {"rooms": {"gte": 0, "lte": 5, "relation": "within"}}});
+    assert_eq!(search(within).await, ["0", "1"]);
+    let contains = json!({"range": {"rooms": {"gte": 2, "lte": 3, "relation": "CONTAINS"}}});
+    assert_eq!(search(contains).await, ["0", "2"]);
+    let unbounded = json!({"range": {"stay": {"lte": "2000-01-01", "relation": "contains"}}});
+    assert_eq!(search(unbounded).await, ["4"]);
+    assert_eq!(
+        search(json!({"exists": {"field": "rooms"}})).await,
+        ["0", "1", "2", "3"]
+    );
+    let wrong = client
+        .send(
+            "POST",
+            "/stays/_search",
+            Some(&json!({"query": {"range": {"rooms": {"gte": 1, "relation": "near"}}}})),
+        )
+        .await;
+    assert_eq!(wrong.status, 400, "{wrong:?}");
+
+    // A record counts in every bucket its range overlaps; open ranges fill up to the hard
+    // bounds.
+    let months = client
+        .send(
+            "POST",
+            "/stays/_search",
+            Some(&json!({"size": 0, "aggs": {"m": {"date_histogram": {
+                "field": "stay", "calendar_interval": "month",
+                "hard_bounds": {"min": "2015-11-01", "max": "2016-04-01"},
+            }}}})),
+        )
+        .await;
+    assert_eq!(
+        buckets_of(&months, "m"),
+        [
+            (json!("2015-11-01T00:00:00.000Z"), 1),
+            (json!("2015-12-01T00:00:00.000Z"), 1),
+            (json!("2016-01-01T00:00:00.000Z"), 2),
+            (json!("2016-02-01T00:00:00.000Z"), 1),
+            (json!("2016-03-01T00:00:00.000Z"), 1),
+            (json!("2016-04-01T00:00:00.000Z"), 1),
+        ],
+        "{months:?}"
+    );
+    let rooms = client
+        .send(
+            "POST",
+            "/stays/_search",
+            Some(&json!({"size": 0, "query": {"ids": {"values": ["0", "1"]}},
+                "aggs": {"r": {"histogram": {"field": "rooms", "interval": 2}}}})),
+        )
+        .await;
+    assert_eq!(
+        buckets_of(&rooms, "r"),
+        [(json!(0), 1), (json!(2), 1), (json!(4), 1)],
+        "{rooms:?}"
+    );
+}
+
+#[tokio::test]
+async fn date_histograms_in_a_time_zone_and_weeks_from_monday() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let client = Signed::new(&server, &root_user(dir.path(), "acme"));
+    let records = [
+        // 2016-01-01T00:00Z is 2015-12-31T17:00 in Phoenix.
+        json!({"at": "2016-01-01T00:00:00Z"}),
+        json!({"at": "2016-01-01T08:00:00Z"}),
+        // Paris changes its clocks on 2026-03-29 (01:00Z).
+        json!({"at": "2026-03-28T23:30:00Z"}),
+        json!({"at": "2026-03-29T21:59:00Z"}),
+        json!({"at": "2026-03-29T22:00:00Z"}),
+    ];
+    dataset_of(&client, "times", json!({"at": {"type": "date"}}), &records).await;
+    let histogram = |query: Value, histogram: Value| {
+        let client = client.clone();
+        async move {
+            let body =
+                json!({"size": 0, "query": query, "aggs": {"h": {"date_histogram": histogram}}});
+            let answer = client.send("POST", "/times/_search", Some(&body)).await;
+            assert_eq!(answer.status, 200, "{answer:?}");
+            buckets_of(&answer, "h")
+        }
+    };
+    let phoenix = histogram(
+        json!({"range": {"at": {"lt": "2017-01-01"}}}),
+        json!({"field": "at", "calendar_interval": "day", "time_zone": "America/Phoenix"}),
+    )
+    .await;
+    assert_eq!(
+        phoenix,
+        [
+            (json!("2015-12-31T00:00:00.000-07:00"), 1),
+            (json!("2016-01-01T00:00:00.000-07:00"), 1),
+        ]
+    );
+    // Days of Paris' clock across its change: the 29th has 23 hours.
+    let paris = histogram(
+        json!({"range": {"at": {"gte": "2026-01-01"}}}),
+        json!({"field": "at", "calendar_interval": "day", "time_zone": "Europe/Paris"}),
+    )
+    .await;
+    assert_eq!(
+        paris,
+        [
+            (json!("2026-03-29T00:00:00.000+01:00"), 2),
+            (json!("2026-03-30T00:00:00.000+02:00"), 1),
+        ]
+    );
+    // Calendar weeks begin on Monday (2016-01-01 was a Friday).
+    let weeks = histogram(
+        json!({"range": {"at": {"lt": "2017-01-01"}}}),
+        json!({"field": "at", "calendar_interval": "week"}),
+    )
+    .await;
+    assert_eq!(weeks, [(json!("2015-12-28T00:00:00.000Z"), 2)]);
+    let answer = client
+        .send(
+            "POST",
+            "/times/_search",
+            Some(&json!({"size": 0, "aggs": {"h": {"date_histogram": {
+                "field": "at", "fixed_interval": "1h", "time_zone": "Mars/Olympus"}}}})),
+        )
+        .await;
+    assert_eq!(answer.status, 400, "{answer:?}");
+    assert!(
+        answer.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown time zone")
+    );
+
+    // A range aggregation over no records lists its ranges, empty.
+    let empty = client
+        .send(
+            "POST",
+            "/times/_search",
+            Some(
+                &json!({"size": 0, "query": {"term": {"at": 0}}, "aggs": {"r": {
+                    "date_range": {"field": "at", "ranges": [{"from": "2020-01-01T00:00:00Z"}]},
+                    "aggs": {"n": {"value_count": {"field": "at"}}},
+                }}}),
+            ),
+        )
+        .await;
+    let bucket = &empty.body["aggregations"]["r"]["buckets"][0];
+    assert_eq!(bucket["key"], "2020-01-01T00:00:00.000Z-*", "{empty:?}");
+    assert_eq!(bucket["doc_count"], 0, "{empty:?}");
+    assert_eq!(bucket["n"]["value"], 0, "{empty:?}");
+    // Nor over a dataset that never had one.
+    dataset_of(&client, "void", json!({"at": {"type": "date"}}), &[]).await;
+    let void = client
+        .send(
+            "POST",
+            "/void/_search",
+            Some(&json!({"size": 0, "aggs": {"r": {
+                "date_range": {"field": "at", "ranges": [{"from": "2020-01-01T00:00:00Z"}]},
+                "aggs": {"n": {"value_count": {"field": "at"}}},
+            }}})),
+        )
+        .await;
+    assert_eq!(
+        void.body["aggregations"]["r"], empty.body["aggregations"]["r"],
+        "{void:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_delete_by_query_may_run_as_a_task() {
+    let (dir, server, client) = with_logs().await;
+    let started = client
+        .send(
+            "POST",
+            "/logs/_delete_by_query?wait_for_completion=false&slices=2",
+            Some(&json!({"query": {"term": {"status": 404}}})),
+        )
+        .await;
+    assert_eq!(started.status, 200, "{started:?}");
+    assert!(started.body.get("deleted").is_none(), "{started:?}");
+    let task = started.body["task"].as_str().unwrap().to_owned();
+    assert!(task.contains(':'), "{task}");
+    let done = client
+        .send(
+            "GET",
+            &format!("/_tasks/{task}?wait_for_completion=true"),
+            None,
+        )
+        .await;
+    assert_eq!(done.status, 200, "{done:?}");
+    assert_eq!(done.body["completed"], true, "{done:?}");
+    assert_eq!(
+        done.body["task"]["action"],
+        "indices:data/write/delete/byquery"
+    );
+    assert_eq!(done.body["response"]["deleted"], 2, "{done:?}");
+    assert_eq!(done.body["task"]["status"]["deleted"], 2, "{done:?}");
+    assert_eq!(done.body["response"]["slices"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        client.send("GET", "/logs/_count", None).await.body["count"],
+        10
+    );
+    // Rethrottling an ended task lists nothing running.
+    let rethrottled = client
+        .send(
+            "POST",
+            &format!("/_delete_by_query/{task}/_rethrottle?requests_per_second=-1"),
+            None,
+        )
+        .await;
+    assert_eq!(rethrottled.status, 200, "{rethrottled:?}");
+    assert_eq!(rethrottled.body["nodes"], json!({}));
+
+    // Another user does not see it; the root user learns that an unknown task is unknown.
+    let role = "Version: 2025-01-01\nPermissions:\n  - ResourceType: record\n    Actions: [read, write]\n    Resources: [\"logs\"]\n  - ResourceType: metadata\n    Actions: [read]\n    Resources: [\"logs\"]\n";
+    let made = common::yaml(&client, "PUT", "/role/writers", role).await;
+    assert_eq!(made.status, 200, "{made:?}");
+    let ann = common::user(&client, &server, "ann", &["writers"]).await;
+    assert_eq!(
+        ann.send("GET", &format!("/_tasks/{task}"), None)
+            .await
+            .status,
+        403
+    );
+    let node = task.split(':').next().unwrap();
+    let unknown = client
+        .send("GET", &format!("/_tasks/{node}:999"), None)
+        .await;
+    assert_eq!(unknown.status, 404, "{unknown:?}");
+    assert_eq!(client.send("GET", "/_tasks/nine", None).await.status, 400);
+    // A task for a dataset that does not exist is not started.
+    let missing = client
+        .send(
+            "POST",
+            "/nowhere/_delete_by_query?wait_for_completion=false",
+            Some(&json!({"query": {"match_all": {}}})),
+        )
+        .await;
+    assert_eq!(missing.status, 404, "{missing:?}");
+    // Ann's own task is hers to see.
+    let hers = ann
+        .send(
+            "POST",
+            "/logs/_delete_by_query?wait_for_completion=false",
+            Some(&json!({"query": {"term": {"method": "PUT"}}})),
+        )
+        .await;
+    let task = hers.body["task"].as_str().unwrap().to_owned();
+    let seen = ann
+        .send(
+            "GET",
+            &format!("/_tasks/{task}?wait_for_completion=true&timeout=10s"),
+            None,
+        )
+        .await;
+    assert_eq!(seen.body["response"]["deleted"], 1, "{seen:?}");
+    drop(dir);
+}
+
+#[tokio::test]
+async fn index_statistics_count_records_and_bytes() {
+    let (_dir, _server, client) = with_logs().await;
+    let stats = client.send("GET", "/logs/_stats", None).await;
+    assert_eq!(stats.status, 200, "{stats:?}");
+    let total = &stats.body["indices"]["logs"]["total"];
+    assert_eq!(total["docs"]["count"], 12, "{stats:?}");
+    assert!(
+        total["store"]["size_in_bytes"].as_u64().unwrap() > 0,
+        "{stats:?}"
+    );
+    assert_eq!(total["fielddata"]["memory_size_in_bytes"], 0);
+    assert_eq!(stats.body["_all"]["primaries"]["docs"]["count"], 12);
+    let docs = client.send("GET", "/_stats/docs", None).await;
+    assert_eq!(
+        docs.body["indices"]["logs"]["primaries"]["docs"]["count"],
+        12
+    );
+    assert!(
+        docs.body["indices"]["logs"]["primaries"]
+            .get("store")
+            .is_none()
+    );
+    assert_eq!(
+        client.send("GET", "/logs/_stats/merge", None).await.status,
+        400
+    );
+    assert_eq!(
+        client.send("GET", "/nowhere/_stats", None).await.status,
+        404
+    );
+}
+
+#[tokio::test]
+async fn a_search_profile_times_its_query_and_aggregations() {
+    let (_dir, _server, client) = with_logs().await;
+    let body = json!({
+        "profile": true,
+        "size": 0,
+        "query": {"range": {"status": {"gte": 400}}},
+        "aggs": {
+            "codes": {"histogram": {"field": "status", "interval": 100}},
+            "methods": {"terms": {"field": "method"}, "aggs": {"most": {"max": {"field": "bytes"}}}},
+            "statuses": {"terms": {"field": "status"}},
+            "distinct": {"cardinality": {"field": "status"}},
+        },
+    });
+    let answer = client.send("POST", "/logs/_search", Some(&body)).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let shard = &answer.body["profile"]["shards"][0];
+    assert!(shard["id"].as_str().unwrap().contains("[logs]"), "{shard}");
+    let query = &shard["searches"][0]["query"][0];
+    assert!(query["time_in_nanos"].as_u64().unwrap() > 0, "{query}");
+    let aggregations = shard["aggregations"].as_array().unwrap();
+    let entry = |name: &str| {
+        aggregations
+            .iter()
+            .find(|a| a["description"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {aggregations:?}"))
+            .clone()
+    };
+    // Five records have a status of 400 or more (401, 404, 404, 500, 500): in two hundreds.
+    let codes = entry("codes");
+    assert_eq!(codes["type"], "NumericHistogramAggregator");
+    assert_eq!(codes["breakdown"]["collect_count"], 5, "{codes}");
+    assert_eq!(codes["debug"]["total_buckets"], 2, "{codes}");
+    for phase in ["initialize", "collect", "build_aggregation"] {
+        assert!(
+            codes["breakdown"][phase].as_u64().unwrap() > 0,
+            "{phase}: {codes}"
+        );
+    }
+    let methods = entry("methods");
+    assert_eq!(methods["type"], "StringTermsAggregator");
+    assert_eq!(methods["children"][0]["type"], "MaxAggregator", "{methods}");
+    let statuses = entry("statuses");
+    assert_eq!(statuses["type"], "NumericTermsAggregator");
+    assert_eq!(statuses["debug"]["result_strategy"], "long_terms");
+    assert_eq!(statuses["debug"]["total_buckets"], 3, "{statuses}");
+    let distinct = entry("distinct");
+    assert!(
+        distinct["debug"]["numeric_collectors_used"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "{distinct}"
+    );
+    assert_eq!(
+        distinct["debug"]["ordinals_collectors_used"], 0,
+        "{distinct}"
+    );
+    // The answer is the one a search without profile gives.
+    let mut plain = body.clone();
+    plain["profile"] = json!(false);
+    let without = client.send("POST", "/logs/_search", Some(&plain)).await;
+    assert_eq!(without.body["aggregations"], answer.body["aggregations"]);
+    assert!(without.body.get("profile").is_none());
+}
+
+#[tokio::test]
+async fn date_nanos_fields_keep_their_nanoseconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let client = Signed::new(&server, &root_user(dir.path(), "acme"));
+    let records = [
+        json!({"at": "2018-10-29T12:12:12.123456789Z", "micros": "2019-10-21 00:30:04.828740"}),
+        json!({"at": "2018-10-29T12:12:12.987654321Z", "micros": "2019-10-21 08:30:04.828733"}),
+        json!({"at": "1540815132500.25"}),
+    ];
+    let properties = json!({
+        "at": {"type": "date_nanos"},
+        "micros": {"type": "date_nanos", "format": "yyyy-MM-dd HH:mm:ss.SSSSSS"},
+    });
+    dataset_of(&client, "nanos", properties, &records).await;
+    let search = |body: Value| {
+        let client = client.clone();
+        async move {
+            let answer = client.send("POST", "/nanos/_search", Some(&body)).await;
+            assert_eq!(answer.status, 200, "{answer:?}");
+            answer.body["hits"]["hits"].as_array().unwrap().clone()
+        }
+    };
+    let hits = search(json!({"sort": [{"at": "desc"}]})).await;
+    let sorts: Vec<Value> = hits.iter().map(|h| h["sort"][0].clone()).collect();
+    assert_eq!(
+        sorts,
+        [
+            json!(1_540_815_132_987_654_321_i64),
+            json!(1_540_815_132_500_250_000_i64),
+            json!(1_540_815_132_123_456_789_i64)
+        ]
+    );
+    assert_eq!(hits[0]["_source"]["at"], "2018-10-29T12:12:12.987654321Z");
+    assert_eq!(hits[1]["_source"]["at"], "2018-10-29T12:12:12.500250Z");
+    // search_after in nanoseconds, and in the field's format.
+    let after =
+        search(json!({"sort": [{"at": "desc"}], "search_after": [1_540_815_132_987_654_321_i64]}))
+            .await;
+    assert_eq!(after[0]["_id"], "2", "{after:?}");
+    let micros = search(json!({"sort": [{"micros": "desc"}], "size": 1})).await;
+    assert_eq!(micros[0]["_source"]["micros"], "2019-10-21 08:30:04.828733");
+    assert_eq!(micros[0]["sort"][0], json!(1_571_646_604_828_733_000_i64));
+    let next = search(json!({"sort": [{"micros": "desc"}], "size": 1, "search_after": ["2019-10-21 08:30:04.828733"]})).await;
+    assert_eq!(
+        next[0]["_source"]["micros"], "2019-10-21 00:30:04.828740",
+        "{next:?}"
+    );
+    // Doc values in date formats.
+    let fields = search(json!({
+        "query": {"ids": {"values": ["0"]}},
+        "docvalue_fields": [
+            {"field": "at", "format": "strict_date_optional_time"},
+            {"field": "at", "format": "epoch_millis"},
+            {"field": "at", "format": "uuuu-MM-dd'T'HH:mm:ss.SSSSSSSSSX"},
+        ],
+    }))
+    .await;
+    assert_eq!(
+        fields[0]["fields"]["at"],
+        json!([
+            "2018-10-29T12:12:12.123Z",
+            "1540815132123.456789",
+            "2018-10-29T12:12:12.123456789Z"
+        ])
+    );
+    // Dates before 1970 do not fit.
+    let refused = client
+        .send_ndjson(
+            "POST",
+            "/nanos/_bulk",
+            &[json!({"index": {}}), json!({"at": "1969-10-28T12:12:12Z"})],
+        )
+        .await;
+    let error = &refused.body["items"][0]["index"]["error"];
+    assert!(
+        error["caused_by"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("before the epoch"),
+        "{refused:?}"
+    );
+}
+
+#[tokio::test]
+async fn half_floats_sort_and_match_at_their_precision() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let client = Signed::new(&server, &root_user(dir.path(), "acme"));
+    let records: Vec<Value> = [184.4, 194.4, 144.4]
+        .iter()
+        .map(|p| json!({"population": p, "exact": p}))
+        .collect();
+    let properties = json!({"population": {"type": "half_float"}, "exact": {"type": "double"}});
+    dataset_of(&client, "towns", properties, &records).await;
+    let search = |body: Value| {
+        let client = client.clone();
+        async move {
+            let answer = client.send("POST", "/towns/_search", Some(&body)).await;
+            assert_eq!(answer.status, 200, "{answer:?}");
+            answer.body["hits"]["hits"].as_array().unwrap().clone()
+        }
+    };
+    // 184.4 is kept as the half-precision 184.375 for sorting; _source keeps 184.4.
+    let hits =
+        search(json!({"sort": [{"population": "asc"}], "size": 1, "search_after": [184.375]}))
+            .await;
+    assert_eq!(hits[0]["_source"]["population"], 194.4, "{hits:?}");
+    let sorted = search(json!({"sort": [{"population": "asc"}]})).await;
+    assert_eq!(sorted[1]["sort"][0], 184.375, "{sorted:?}");
+    assert_eq!(sorted[1]["_source"]["population"], 184.4);
+    // A term matches at the field's precision; a double field keeps every digit.
+    assert_eq!(
+        search(json!({"query": {"term": {"population": 184.4}}}))
+            .await
+            .len(),
+        1
+    );
+    assert_eq!(
+        search(json!({"query": {"term": {"exact": 184.375}}}))
+            .await
+            .len(),
+        0
+    );
+}

@@ -11,13 +11,16 @@
 //! list, any other becomes utf8 (text, or a list of texts), and earlier rows read in the new
 //! type (ADR 5).
 
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::Arc,
+};
 
 use arrow::{
     array::{
         ArrayRef, BooleanBuilder, Decimal128Builder, FixedSizeListBuilder, Float32Builder,
         Float64Builder, Int64Builder, RecordBatch, StringBuilder, StructArray,
-        TimestampMillisecondBuilder,
+        TimestampMillisecondBuilder, TimestampNanosecondBuilder,
     },
     buffer::NullBuffer,
     datatypes::{DataType, Field},
@@ -39,6 +42,12 @@ pub const MAX_COLUMNS: usize = 1000;
 
 const DATE: ColumnType = ColumnType::Timestamp {
     unit: TimestampUnit::Milliseconds,
+    utc: true,
+};
+
+/// A `date_nanos` field's column: nanoseconds since the epoch.
+pub const NANOS: ColumnType = ColumnType::Timestamp {
+    unit: TimestampUnit::Nanoseconds,
     utc: true,
 };
 
@@ -84,6 +93,7 @@ enum Cell {
     Decimal(i128),
     Text(String),
     Millis(i64),
+    Nanos(i64),
     Point(geo::Point),
     Vector(Vec<f32>),
     /// The values of a multi-valued field.
@@ -174,8 +184,8 @@ pub fn canonical_ip(text: &str) -> Option<String> {
 /// Whether a column is a date column, or a list of dates (a declared format reads them).
 fn is_date(column: &ColumnType) -> bool {
     match column {
-        ColumnType::List(item) => **item == DATE,
-        column => *column == DATE,
+        ColumnType::List(item) => **item == DATE || **item == NANOS,
+        column => *column == DATE || *column == NANOS,
     }
 }
 
@@ -185,6 +195,17 @@ fn cell_any(column: &ColumnType, reading: Reading<'_>, value: &Value) -> Option<
         && !value.is_array()
     {
         return format.read(value).map(Cell::Millis);
+    }
+    // A nanosecond date: in the field's format, else an ISO date to the nanosecond or epoch
+    // milliseconds (with a fraction: `1540815132123.456789`), from 1970 to 2262.
+    if *column == NANOS && !value.is_array() {
+        let iso = DateFormat::iso_or_epoch_millis();
+        return reading
+            .date
+            .unwrap_or(&iso)
+            .read_nanos(value)
+            .filter(|ns| *ns >= 0)
+            .map(Cell::Nanos);
     }
     match (column, value) {
         // Several values, each in the item type; one value is a list of one.
@@ -334,7 +355,7 @@ fn widened(column: &ColumnType, reading: Reading<'_>, value: &Value) -> Option<C
             ColumnType::Int64 | ColumnType::Float64 | ColumnType::Decimal { .. } | ColumnType::Bool,
             _,
         ) => Some(ColumnType::Utf8),
-        (column, _) if *column == DATE => Some(ColumnType::Utf8),
+        (column, _) if *column == DATE || *column == NANOS => Some(ColumnType::Utf8),
         _ => None,
     }
 }
@@ -440,6 +461,80 @@ pub fn drop_malformed(current: &[ColumnDef], formats: &Formats, document: &mut D
     }
 }
 
+/// Why `document`'s value of a range field (`date_range`, `long_range`, ...) is refused, if it
+/// is: a range is an object of bounds (`gte` or `gt`, `lte` or `lt`), one range to a field,
+/// its lower bound not above its upper.
+fn range_refusal(formats: &Formats, columns: &[ColumnDef], document: &Document) -> Option<Refusal> {
+    use super::mapping::{RANGE_BOUNDS, range_bound_type};
+    let mut bounds: BTreeMap<&str, Vec<(&str, &Value)>> = BTreeMap::new();
+    for (name, value) in &document.fields {
+        let declared = formats.declared(name);
+        if let Some(kind) = declared
+            .map(|d| d.es_type.as_str())
+            .filter(|k| range_bound_type(k).is_some())
+        {
+            let why = match value {
+                Value::Array(_) => "several ranges in one field are not served",
+                _ => "a range is an object of gte or gt, and lte or lt",
+            };
+            return Some(Refusal::parsing(format!(
+                "failed to parse field [{name}] of type [{kind}]: {value}: {why}"
+            )));
+        }
+        let Some((field, end)) = name.rsplit_once('.') else {
+            continue;
+        };
+        let Some(kind) = formats
+            .declared(field)
+            .map(|d| d.es_type.as_str())
+            .filter(|k| range_bound_type(k).is_some())
+        else {
+            continue;
+        };
+        if !RANGE_BOUNDS.contains(&end) {
+            return Some(Refusal::parsing(format!(
+                "failed to parse field [{field}] of type [{kind}]: error parsing field [{field}], with unknown parameter [{end}]"
+            )));
+        }
+        if value.is_array() || value.is_object() {
+            return Some(Refusal::parsing(format!(
+                "failed to parse field [{field}] of type [{kind}]: its bound [{end}] must be one value, not {value}"
+            )));
+        }
+        bounds.entry(field).or_default().push((end, value));
+    }
+    for (field, ends) in bounds {
+        let has = |end: &str| ends.iter().any(|(e, _)| *e == end);
+        if has("gte") && has("gt") || has("lte") && has("lt") {
+            return Some(Refusal::parsing(format!(
+                "failed to parse field [{field}]: a range takes gte or gt, and lte or lt, not both of a pair"
+            )));
+        }
+        // Each bound as a number (dates as milliseconds), to compare them.
+        let number = |end: &str| -> Option<f64> {
+            let (_, value) = ends.iter().find(|(e, _)| *e == end)?;
+            let name = format!("{field}.{end}");
+            let column = &columns.iter().find(|c| c.name == name)?.data_type;
+            match cell(column, formats.reading(&name, column), value)? {
+                Cell::Int(n) => Some(n as f64),
+                Cell::Float(f) => Some(f),
+                Cell::Millis(ms) => Some(ms as f64),
+                _ => None,
+            }
+        };
+        let low = number("gte").or_else(|| number("gt"));
+        let high = number("lte").or_else(|| number("lt"));
+        if let (Some(low), Some(high)) = (low, high)
+            && low > high
+        {
+            return Some(Refusal::parsing(format!(
+                "failed to parse field [{field}]: min value ({low}) is greater than max value ({high})"
+            )));
+        }
+    }
+    None
+}
+
 /// The columns a dataset whose columns are `current` needs to hold `documents` (`None` marks a
 /// document already refused): `current` in order, some retyped, then new ones in the order they
 /// first appear. A document whose fields would pass [`MAX_COLUMNS`], or that holds a value no
@@ -488,6 +583,9 @@ pub fn grow(
                         .unwrap_or_default()
                 ))
             });
+        if refusal.is_none() {
+            refusal = range_refusal(formats, &columns, document);
+        }
         if refusal.is_none() {
             for (name, value) in &document.fields {
                 let Some(&at) = position.get(name) else {
@@ -559,6 +657,7 @@ enum Builder {
     Decimal(Decimal128Builder),
     Text(StringBuilder),
     Millis(TimestampMillisecondBuilder),
+    Nanos(TimestampNanosecondBuilder),
     /// Latitudes, longitudes and which points are there.
     Point(Vec<f64>, Vec<f64>, Vec<bool>),
     Vector(FixedSizeListBuilder<Float32Builder>),
@@ -588,6 +687,9 @@ impl Builder {
             }
             column if *column == DATE => Builder::Millis(
                 TimestampMillisecondBuilder::with_capacity(capacity).with_timezone("UTC"),
+            ),
+            column if *column == NANOS => Builder::Nanos(
+                TimestampNanosecondBuilder::with_capacity(capacity).with_timezone("UTC"),
             ),
             ColumnType::GeoPoint => Builder::Point(
                 Vec::with_capacity(capacity),
@@ -641,6 +743,7 @@ impl Builder {
             (Builder::Decimal(b), Some(Cell::Decimal(v))) => b.append_value(v),
             (Builder::Text(b), Some(Cell::Text(v))) => b.append_value(v),
             (Builder::Millis(b), Some(Cell::Millis(v))) => b.append_value(v),
+            (Builder::Nanos(b), Some(Cell::Nanos(v))) => b.append_value(v),
             (Builder::Point(lat, lon, valid), cell) => {
                 let point = match cell {
                     Some(Cell::Point(p)) => Some(p),
@@ -665,6 +768,7 @@ impl Builder {
             (Builder::Decimal(b), _) => b.append_null(),
             (Builder::Text(b), _) => b.append_null(),
             (Builder::Millis(b), _) => b.append_null(),
+            (Builder::Nanos(b), _) => b.append_null(),
         }
     }
 
@@ -676,6 +780,7 @@ impl Builder {
             Builder::Decimal(mut b) => Arc::new(b.finish()),
             Builder::Text(mut b) => Arc::new(b.finish()),
             Builder::Millis(mut b) => Arc::new(b.finish()),
+            Builder::Nanos(mut b) => Arc::new(b.finish()),
             Builder::Point(lat, lon, valid) => {
                 let children: Vec<ArrayRef> = vec![
                     Arc::new(arrow::array::Float64Array::from(lat)),

@@ -94,13 +94,39 @@ fn column_type(kind: &str) -> Option<ColumnType> {
         // unsigned_long is kept as a float64: exact up to 2^53.
         "double" | "float" | "half_float" | "scaled_float" | "unsigned_long" => ColumnType::Float64,
         "boolean" => ColumnType::Bool,
-        "date" | "date_nanos" => ColumnType::Timestamp {
+        "date" => ColumnType::Timestamp {
             unit: TimestampUnit::Milliseconds,
+            utc: true,
+        },
+        // Nanoseconds since the epoch, as Elasticsearch keeps them: 1970 to 2262.
+        "date_nanos" => ColumnType::Timestamp {
+            unit: TimestampUnit::Nanoseconds,
             utc: true,
         },
         "geo_point" => ColumnType::GeoPoint,
         _ => return None,
     })
+}
+
+/// The range field types served, and the Elasticsearch type of their bounds.
+pub const RANGE_TYPES: &[(&str, &str)] = &[
+    ("date_range", "date"),
+    ("long_range", "long"),
+    ("integer_range", "integer"),
+    ("double_range", "double"),
+    ("float_range", "float"),
+];
+
+/// The bounds a range field's value may have: an object of some of these (never both
+/// `gte` and `gt`, nor `lte` and `lt`), each kept in its own column `<field>.<bound>`.
+pub const RANGE_BOUNDS: [&str; 4] = ["gte", "gt", "lte", "lt"];
+
+/// The type of the bounds of a range field type (`date` of `date_range`).
+pub fn range_bound_type(kind: &str) -> Option<&'static str> {
+    RANGE_TYPES
+        .iter()
+        .find(|(range, _)| *range == kind)
+        .map(|(_, bound)| *bound)
 }
 
 /// What a `mappings` object declares: columns, and the one vector field a dataset may have
@@ -293,6 +319,9 @@ fn declare(
                     nullable: true,
                 });
             }
+            (Some(kind), _) if range_bound_type(kind).is_some() => {
+                declare_range(&path, kind, field, out)?;
+            }
             (Some(kind), _) => {
                 let data_type = column_type(kind).ok_or_else(|| {
                     bad(format!(
@@ -374,14 +403,94 @@ fn declare(
     Ok(())
 }
 
+/// A range field (`date_range`, `long_range`, ...): a column per bound, `<path>.gte`, `.gt`,
+/// `.lte` and `.lt`, of the bounds' type (a date range's format reads each), and the field
+/// itself, declared without a column of its own.
+fn declare_range(path: &str, kind: &str, field: &Value, out: &mut Declared) -> Result<(), Error> {
+    let bound = range_bound_type(kind).unwrap_or("date");
+    let data_type = column_type(bound).unwrap_or(ColumnType::Float64);
+    let format = field.get("format").and_then(Value::as_str);
+    if let Some(format) = format {
+        if bound != "date" {
+            return Err(bad(format!(
+                "[format] of [{path}]: a [{kind}] field takes none"
+            )));
+        }
+        DateFormat::parse(format)
+            .map_err(|reason| bad(format!("[format] of [{path}]: {reason}")))?;
+    }
+    for key in field.as_object().into_iter().flat_map(|f| f.keys()) {
+        if !matches!(
+            key.as_str(),
+            "type" | "format" | "coerce" | "index" | "doc_values" | "store"
+        ) {
+            return Err(bad(format!(
+                "unknown parameter [{key}] of the [{kind}] field [{path}]"
+            )));
+        }
+    }
+    out.fields.insert(
+        path.to_owned(),
+        DeclaredField {
+            es_type: kind.to_owned(),
+            ignore_malformed: false,
+            path: None,
+        },
+    );
+    for end in RANGE_BOUNDS {
+        let name = format!("{path}.{end}");
+        if let Some(format) = format {
+            out.date_formats.insert(name.clone(), format.to_owned());
+        }
+        out.fields.insert(
+            name.clone(),
+            DeclaredField {
+                es_type: bound.to_owned(),
+                ignore_malformed: false,
+                path: None,
+            },
+        );
+        out.columns.push(ColumnDef {
+            name,
+            data_type: data_type.clone(),
+            nullable: true,
+        });
+    }
+    if let Some(format) = format {
+        out.date_formats.insert(path.to_owned(), format.to_owned());
+    }
+    Ok(())
+}
+
+/// The range field a column holds a bound of (`when` of `when.gte`), if it does.
+pub fn range_of<'a>(table: &'a TableDef, column: &str) -> Option<(&'a str, &'a DeclaredField)> {
+    let (field, end) = column.rsplit_once('.')?;
+    RANGE_BOUNDS.contains(&end).then_some(())?;
+    table
+        .declared
+        .get_key_value(field)
+        .filter(|(_, declared)| range_bound_type(&declared.es_type).is_some())
+        .map(|(name, declared)| (name.as_str(), declared))
+}
+
 /// `{"mappings": {"properties": ...}}` of a dataset: every column but `_id`, which is a
-/// metadata field.
+/// metadata field; a range field as itself, not its bounds' columns.
 pub fn of(table: &TableDef) -> Value {
     let mut properties = Map::new();
+    for (name, declared) in &table.declared {
+        if range_bound_type(&declared.es_type).is_some() {
+            let mut leaf = json!({"type": declared.es_type});
+            if let Some(format) = table.date_formats.get(name) {
+                leaf["format"] = json!(format);
+            }
+            insert(&mut properties, name, leaf);
+        }
+    }
     for column in table
         .columns
         .iter()
         .filter(|c| c.name != ID_FIELD && c.name != super::IGNORED_FIELD)
+        .filter(|c| range_of(table, &c.name).is_none())
     {
         let mut leaf = field_type(table, column);
         // Its multi-fields, under `fields`.

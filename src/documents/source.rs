@@ -172,6 +172,14 @@ pub fn json_value(column: &dyn Array, row: usize) -> Option<Value> {
                 None => Value::from(ms),
             }
         }
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => {
+            let ns = column
+                .as_primitive::<arrow::datatypes::TimestampNanosecondType>()
+                .value(row);
+            // To the nanosecond, as many digits as it takes (.123, .123456, .123456789).
+            let at = chrono::DateTime::from_timestamp_nanos(ns);
+            Value::from(at.format("%Y-%m-%dT%H:%M:%S%.fZ").to_string())
+        }
         DataType::Struct(_) => {
             // A geo point: {lat, lon}.
             let point = column.as_struct();
@@ -224,6 +232,13 @@ fn formatted_value(column: &dyn Array, row: usize, format: Option<&DateFormat>) 
         (Some(format), DataType::Timestamp(TimeUnit::Millisecond, _)) => {
             Some(format.print(column.as_primitive::<TimestampMillisecondType>().value(row)))
         }
+        (Some(format), DataType::Timestamp(TimeUnit::Nanosecond, _)) => Some(
+            format.print_nanos(
+                column
+                    .as_primitive::<arrow::datatypes::TimestampNanosecondType>()
+                    .value(row),
+            ),
+        ),
         (Some(_), DataType::List(_)) => {
             let values = column.as_list::<i32>().value(row);
             Some(Value::Array(
@@ -332,19 +347,59 @@ impl FieldRequest {
             .collect()
     }
 
-    /// Checks the format before the search runs: a decimal pattern (`#.0`, `0.00`) or
-    /// `epoch_millis`.
+    /// Checks the format before the search runs: a decimal pattern (`#.0`, `0.00`) for
+    /// numbers, or a date format (`epoch_millis`, `strict_date_optional_time`, a pattern such
+    /// as `yyyy-MM-dd HH:mm:ss.SSSSSS`) for dates.
     pub fn check(&self) -> Result<(), Error> {
         match self.format.as_deref() {
             None => Ok(()),
-            Some(format) if DecimalFormat::parse(format).is_some() || format == "epoch_millis" => {
+            Some(format)
+                if DecimalFormat::parse(format).is_some() || DateFormat::parse(format).is_ok() =>
+            {
                 Ok(())
             }
             Some(format) => Err(Error::BadRequest(format!(
-                "[illegal_argument_exception] format [{format}] of [{}] is not served: a decimal pattern such as #.00, or epoch_millis",
+                "[illegal_argument_exception] format [{format}] of [{}] is not served: a decimal pattern such as #.00, or a date format such as epoch_millis",
                 self.name
             ))),
         }
+    }
+
+    /// The values of a date column in row `row` printed in this request's date format, as
+    /// Elasticsearch prints doc values (strings, `epoch_millis` too); `None` when the column
+    /// holds no dates or the format is none.
+    fn dates(&self, column: &dyn Array, row: usize) -> Option<Vec<Value>> {
+        let format = DateFormat::parse(self.format.as_deref()?).ok()?;
+        let text = |value: Value| match value {
+            Value::String(text) => Value::String(text),
+            other => Value::String(other.to_string()),
+        };
+        let printed = match column.data_type() {
+            DataType::Timestamp(TimeUnit::Millisecond, _) => {
+                vec![text(format.print(
+                    column.as_primitive::<TimestampMillisecondType>().value(row),
+                ))]
+            }
+            DataType::Timestamp(TimeUnit::Nanosecond, _) => vec![text(
+                format.print_nanos(
+                    column
+                        .as_primitive::<arrow::datatypes::TimestampNanosecondType>()
+                        .value(row),
+                ),
+            )],
+            DataType::List(_) => {
+                let values = column.as_list::<i32>().value(row);
+                (0..values.len())
+                    .filter(|i| !values.is_null(*i))
+                    .map(|i| self.dates(values.as_ref(), i))
+                    .collect::<Option<Vec<Vec<Value>>>>()?
+                    .into_iter()
+                    .flatten()
+                    .collect()
+            }
+            _ => return None,
+        };
+        Some(printed)
     }
 
     /// The values of this field in row `row` of `batch` (every value of a list), formatted;
@@ -352,6 +407,12 @@ impl FieldRequest {
     pub fn values(&self, batch: &RecordBatch, row: usize) -> Option<Vec<Value>> {
         let name = self.name.strip_suffix(".keyword").unwrap_or(&self.name);
         let column = batch.column_by_name(name)?;
+        if column.is_null(row) {
+            return None;
+        }
+        if let Some(dates) = self.dates(column.as_ref(), row) {
+            return Some(dates);
+        }
         let values = match json_value(column.as_ref(), row)? {
             Value::Array(items) => items,
             one => vec![one],

@@ -13,7 +13,7 @@ use axum::{
 };
 use serde_json::{Map, Value, json};
 
-use super::{AppState, RequestId, Signed, body::PathName, error::PlatformError, search};
+use super::{AppState, RequestId, Signed, body::PathName, error::PlatformError, search, tasks};
 use crate::{
     documents::bulk,
     engine::{
@@ -726,6 +726,8 @@ pub async fn delete_by_query(
 #[derive(Debug, PartialEq)]
 struct EsDeleteParams {
     limits: DeleteLimits,
+    /// `wait_for_completion=false`: answer with a task at once, and run on.
+    background: bool,
     requests_per_second: f64,
     /// `wait_for_active_shards` asked for more copies than a dataset has: why.
     unmet_copies: Option<String>,
@@ -839,7 +841,17 @@ fn es_delete_params(query: &str, body: &Value) -> Result<EsDeleteParams, Error> 
                 "Not enough active copies to meet shard count of [{n}] (have 1, needed {n}). Timeout: [{timeout}]"
             )
         });
+    let background = match get("wait_for_completion").map(String::as_str) {
+        None | Some("true") | Some("") => false,
+        Some("false") => true,
+        Some(other) => {
+            return Err(bad(format!(
+                "Failed to parse value [{other}] as only [true] or [false] are allowed."
+            )));
+        }
+    };
     Ok(EsDeleteParams {
+        background,
         unmet_copies,
         limits: DeleteLimits {
             max_docs: max_docs.map(|n| n as u64),
@@ -910,19 +922,71 @@ pub async fn es_delete_by_query(
             json!([{"index": name, "shard": 0, "id": null, "cause": cause, "status": 503}]);
         return Ok((axum::http::StatusCode::SERVICE_UNAVAILABLE, Json(answer)).into_response());
     }
-    let done = state
+    let run = {
+        let (state, principal) = (state.clone(), principal.clone());
+        let (name, origin) = (name.clone(), principal.origin(&request_id.0));
+        let (limits, rate) = (params.limits, params.requests_per_second);
+        async move {
+            let done = state
+                .engine
+                .delete_by_query(&principal, &name, &query, limits, &origin)
+                .await
+                .map_err(failed)?;
+            Ok::<Value, PlatformError>(by_query_answer(&done, rate, started))
+        }
+    };
+    if !params.background {
+        return Ok(Json(run.await?).into_response());
+    }
+    // As Elasticsearch does, what can be checked at once is: the dataset exists, and its
+    // records may be read and written by this user.
+    state
         .engine
-        .delete_by_query(
-            &principal,
-            &name,
-            &query,
-            params.limits,
-            &principal.origin(&request_id.0),
-        )
+        .dataset_info(&principal, &name)
         .await
         .map_err(failed)?;
-    let status = |part: &Deleted| by_query_status(part, params.requests_per_second);
-    let mut answer = status(&done);
+    state
+        .engine
+        .authorize(&principal, crate::engine::Action::RecordWrite, &name)
+        .map_err(failed)?;
+    let task = state.tasks.start(
+        &principal,
+        "indices:data/write/delete/byquery",
+        format!("delete-by-query [{name}]"),
+        json!({"requests_per_second": params.requests_per_second}),
+    );
+    let answer = tasks::Task::started_answer(&state.tasks, &task);
+    tokio::spawn(async move {
+        match run.await {
+            Ok(response) => {
+                // The task's status: the counts of the response, without its timing.
+                let mut status = response.clone();
+                if let Value::Object(fields) = &mut status {
+                    for key in ["took", "timed_out", "failures"] {
+                        fields.remove(key);
+                    }
+                }
+                task.finish(tasks::Outcome::Done(response), Some(status));
+            }
+            Err(error) => {
+                let (status, body) = error.answer();
+                task.finish(
+                    tasks::Outcome::Failed {
+                        status: status.as_u16(),
+                        error: body,
+                    },
+                    None,
+                );
+            }
+        }
+    });
+    Ok(answer)
+}
+
+/// Elasticsearch's answer to a delete by query that did `done`.
+fn by_query_answer(done: &Deleted, requests_per_second: f64, started: Instant) -> Value {
+    let status = |part: &Deleted| by_query_status(part, requests_per_second);
+    let mut answer = status(done);
     answer["took"] = json!(started.elapsed().as_millis() as u64);
     answer["timed_out"] = json!(false);
     answer["failures"] = json!([]);
@@ -939,7 +1003,7 @@ pub async fn es_delete_by_query(
             .collect();
         answer["slices"] = json!(slices);
     }
-    Ok(Json(answer).into_response())
+    answer
 }
 
 /// The answer of a single-record write: the bulk item's body, with its status as the HTTP

@@ -91,15 +91,22 @@ impl PlatformError {
     }
 }
 
-impl IntoResponse for PlatformError {
-    fn into_response(self) -> Response {
-        let code = self.error.code();
-        let status = status(code);
-        log(&self.error, status);
+impl PlatformError {
+    /// The status and body the error is answered with.
+    pub fn answer(&self) -> (StatusCode, serde_json::Value) {
         let body = json!({
             "status": "error",
             "message": format!("{}: {}", self.operation, self.error.public_message()),
         });
+        (status(self.error.code()), body)
+    }
+}
+
+impl IntoResponse for PlatformError {
+    fn into_response(self) -> Response {
+        let code = self.error.code();
+        let (status, body) = self.answer();
+        log(&self.error, status);
         let mut response = (status, Json(body)).into_response();
         if is_transient(code) {
             response.extensions_mut().insert(Transient);

@@ -25,6 +25,7 @@ pub(crate) mod promql;
 mod samples;
 pub(crate) mod search;
 pub(crate) mod sql;
+pub mod tasks;
 
 use std::{
     sync::{Arc, OnceLock},
@@ -62,6 +63,8 @@ pub struct AppState {
     bodies: Arc<inflight::BodyBudget>,
     /// Failed console sign-ins, by user name.
     sign_ins: Arc<console::SignIns>,
+    /// Requests that run on after their answer (a delete by query's task).
+    pub tasks: Arc<tasks::Tasks>,
 }
 
 impl AppState {
@@ -78,7 +81,9 @@ impl AppState {
             Some(certificates) => certificates.chain()?,
             None => Vec::new(),
         };
+        let tasks = Arc::new(tasks::Tasks::new(engine.node()));
         Ok(AppState {
+            tasks,
             alerting: crate::alerting::Alerting::new(engine.clone())?,
             assistant: crate::assistant::Assistant::new(engine.clone())?,
             engine,

@@ -17,11 +17,11 @@ use axum::{
     response::{IntoResponse, Response},
     routing::MethodRouter,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::{
     AppState, Signed, alerting, aliases, assistant, body::PathName, connections, console,
-    documents, error::PlatformError, forward, governance, health, promql, samples, sql,
+    documents, error::PlatformError, forward, governance, health, promql, samples, sql, tasks,
 };
 use crate::{
     engine::{Action, DEFAULT_DATABASE, PlatformPrincipal, database_key},
@@ -84,11 +84,19 @@ route_table! {
     "/{name}/_update/{id}" => {post: documents::put_doc},
     "/{name}/_create/{id}" => {put: documents::put_doc, post: documents::put_doc},
     "/{name}/_delete_by_query" => {post: documents::es_delete_by_query},
+    "/_delete_by_query/{id}/_rethrottle" => {post: tasks::rethrottle},
+    "/_update_by_query/{id}/_rethrottle" => {post: tasks::rethrottle},
+    "/_reindex/{id}/_rethrottle" => {post: tasks::rethrottle},
+    "/_tasks/{id}" => {get: tasks::get_task},
     "/{name}/_count" => {get: documents::count, post: documents::count},
     "/{name}/_mapping" => {get: mappings, put: put_mapping, post: put_mapping},
     "/{name}/_settings" => {get: settings, put: put_settings},
     "/_cluster/health" => {get: cluster_health},
     "/_cluster/health/{pattern}" => {get: cluster_health},
+    "/_stats" => {get: indices_stats},
+    "/_stats/{metric}" => {get: indices_stats},
+    "/{index}/_stats" => {get: indices_stats},
+    "/{index}/_stats/{metric}" => {get: indices_stats},
     "/_cat/indices" => {get: cat_indices},
     "/_cat/indices/{pattern}" => {get: cat_indices},
     "/sql" => {get: sql::sql, post: sql::sql, put: create_reserved},
@@ -488,7 +496,7 @@ async fn get_index(
             Ok(listing) => listing.get(&def.name).cloned().unwrap_or_default(),
             Err(_) => Default::default(),
         };
-        entry["aliases"] = serde_json::Value::Object(aliases);
+        entry["aliases"] = Value::Object(aliases);
         entry["settings"] = index_settings(&def);
         body.insert(def.name.clone(), entry);
     }
@@ -811,6 +819,82 @@ async fn cat_indices(
             "unsupported format {other:?}; use json or txt"
         )))),
     }
+}
+
+/// GET /[{index}/]_stats[/{metric}]: Elasticsearch's index statistics of the datasets the user
+/// may see (`index`: comma-separated names or globs), one shard each: `docs` (records),
+/// `store` (bytes in segments and in memory) and `fielddata` (always 0: aggregations read
+/// columns from the segments, none is loaded onto the heap). Other metrics are refused.
+async fn indices_stats(
+    Signed {
+        state, principal, ..
+    }: Signed,
+    axum::extract::Path(path): axum::extract::Path<std::collections::HashMap<String, String>>,
+) -> Result<Response, PlatformError> {
+    let failed = PlatformError::of("indices stats");
+    const SERVED: [&str; 3] = ["docs", "store", "fielddata"];
+    let metrics: Vec<&str> = match path.get("metric").map(String::as_str) {
+        None | Some("_all") => SERVED.to_vec(),
+        Some(listed) => listed.split(',').map(str::trim).collect(),
+    };
+    if let Some(other) = metrics.iter().find(|m| !SERVED.contains(m)) {
+        return Err(failed(Error::BadRequest(format!(
+            "[illegal_argument_exception] the index statistic [{other}] is not served; served: {}",
+            SERVED.join(", ")
+        ))));
+    }
+    let mut datasets = state.engine.datasets(&principal).await.map_err(failed)?;
+    if let Some(pattern) = path.get("index").filter(|p| *p != "_all") {
+        let patterns: Vec<&str> = pattern.split(',').map(str::trim).collect();
+        for name in patterns.iter().filter(|p| !p.contains('*')) {
+            if !datasets.iter().any(|d| d.index == *name) {
+                return Err(failed(Error::DatasetNotFound(format!(
+                    "[index_not_found_exception] no such index [{name}]"
+                ))));
+            }
+        }
+        datasets.retain(|d| {
+            patterns
+                .iter()
+                .any(|p| crate::keys::pattern_matches(p, &d.index))
+        });
+    }
+    let section = |docs: u64, bytes: u64| {
+        let mut out = serde_json::Map::new();
+        for metric in &metrics {
+            let value = match *metric {
+                "docs" => json!({"count": docs, "deleted": 0}),
+                "store" => json!({"size_in_bytes": bytes, "reserved_in_bytes": 0}),
+                _ => json!({"memory_size_in_bytes": 0, "evictions": 0}),
+            };
+            out.insert((*metric).to_owned(), value);
+        }
+        Value::Object(out)
+    };
+    let (docs, bytes) = datasets
+        .iter()
+        .fold((0, 0), |(d, b), info| (d + info.docs, b + info.bytes));
+    let indices: serde_json::Map<String, Value> = datasets
+        .iter()
+        .map(|info| {
+            let stats = section(info.docs, info.bytes);
+            let body = json!({
+                "uuid": info.uuid,
+                "health": info.health,
+                "status": info.status,
+                "primaries": stats,
+                "total": stats,
+            });
+            (info.index.clone(), body)
+        })
+        .collect();
+    let shards = datasets.len();
+    Ok(Json(json!({
+        "_shards": {"total": shards, "successful": shards, "failed": 0},
+        "_all": {"primaries": section(docs, bytes), "total": section(docs, bytes)},
+        "indices": indices,
+    }))
+    .into_response())
 }
 
 /// The cat API's text table: one line per dataset.

@@ -48,6 +48,9 @@ pub fn answer(result: &SearchResult, shown: Shown) -> Value {
     if let Some(aggregations) = &result.aggregations {
         answer["aggregations"] = self::aggregations(aggregations);
     }
+    if let Some(profile) = &result.profile {
+        answer["profile"] = profile.clone();
+    }
     answer
 }
 

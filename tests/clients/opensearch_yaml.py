@@ -53,6 +53,11 @@ class Failure(Exception):
     pass
 
 
+class ParamError(Exception):
+    """A client-side error: the request breaks its API's spec (a required body missing, a
+    parameter the API does not have), so it is never sent; `catch: param` expects it."""
+
+
 class Skip(Exception):
     pass
 
@@ -105,6 +110,13 @@ def by_spec(api, args, headers):
     spec = SPECS[api]
     args = dict(args)
     body = args.pop("body", None)
+    if body is None and spec.get("body", {}).get("required"):
+        raise ParamError(f"{api}: a body is required")
+    known = set(spec.get("params", {})) | {p for c in spec["url"]["paths"] for p in c.get("parts", {})} \
+        | COMMON_PARAMS
+    unknown = sorted(set(args) - known)
+    if unknown:
+        raise ParamError(f"{api}: unknown parameters {unknown}")
     chosen = None
     for candidate in sorted(spec["url"]["paths"], key=lambda p: -len(p.get("parts", {}))):
         parts = candidate.get("parts", {})
@@ -166,7 +178,14 @@ PATHS = {
     "indices.forcemerge": ("POST", "/{index}/_forcemerge"),
     "indices.stats": ("GET", "/{index}/_stats/{metric}"),
     "tasks.get": ("GET", "/_tasks/{task_id}"),
+    "reindex_rethrottle": ("POST", "/_reindex/{task_id}/_rethrottle"),
+    "update_by_query_rethrottle": ("POST", "/_update_by_query/{task_id}/_rethrottle"),
+    "delete_by_query_rethrottle": ("POST", "/_delete_by_query/{task_id}/_rethrottle"),
 }
+
+
+# The parameters every API takes (the REST specification's _common.json).
+COMMON_PARAMS = {"pretty", "human", "error_trace", "source", "filter_path"}
 
 
 CATCHES = {
@@ -274,8 +293,15 @@ def run_steps(steps, state):
             for key in ("warnings", "allowed_warnings", "node_selector"):
                 arg.pop(key, None)
             (api, args), = arg.items()
-            status, body = do(api, resolve(args or {}, stash), headers)
+            try:
+                status, body = do(api, resolve(args or {}, stash), headers)
+            except ParamError as error:
+                if catch != "param":
+                    raise Failure(str(error)) from error
+                continue
             state["last"] = body
+            if catch == "param":
+                raise Failure(f"{api}: expected a client-side parameter error, the request was sent")
             if catch is None:
                 if status >= 400:
                     raise Failure(f"{api}: {status} {json.dumps(body)[:300]}")

@@ -442,6 +442,19 @@ where
     false
 }
 
+/// The `_id`s of a search answer's hits, sorted; the answer must be a 200.
+pub fn hit_ids(answer: &Answer) -> Vec<String> {
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let mut ids: Vec<String> = answer.body["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["_id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    ids
+}
+
 /// Creates platform user `name` holding `roles`, as the root user `root`; its signed client.
 pub async fn user(root: &Signed, server: &Server, name: &str, roles: &[&str]) -> Signed {
     let roles = serde_json::to_string(roles).unwrap();

@@ -34,11 +34,18 @@ enum Part {
     EpochSecond,
     /// ISO 8601 dates and times, printed as `2026-11-23T10:00:00.000Z`.
     Iso,
-    /// A pattern, in chrono's letters.
+    /// The same, printed to the nanosecond (`strict_date_optional_time_nanos`).
+    IsoNanos,
+    /// A pattern, in chrono's letters: as it reads, and as it prints (where [`ZONE`] stands
+    /// for Java's `X`, which prints `Z` for UTC).
     Pattern {
         chrono: String,
+        print: String,
     },
 }
+
+/// Where a pattern's `X` prints the zone: `Z` for UTC, else `+01:00`.
+const ZONE: char = '\u{1}';
 
 impl DateFormat {
     /// Reads `text` (`a||b`); an unknown name or pattern letter says which.
@@ -53,14 +60,46 @@ impl DateFormat {
         Ok(DateFormat { parts })
     }
 
+    /// Elasticsearch's default format of a date field, `strict_date_optional_time||epoch_millis`.
+    pub fn iso_or_epoch_millis() -> DateFormat {
+        DateFormat {
+            parts: vec![Part::IsoNanos, Part::EpochMillis],
+        }
+    }
+
+    /// Elasticsearch's default output format: ISO 8601 with milliseconds.
+    pub fn iso() -> DateFormat {
+        DateFormat {
+            parts: vec![Part::Iso],
+        }
+    }
+
     /// The milliseconds `value` stands for, by the first format that reads it.
     pub fn read(&self, value: &Value) -> Option<i64> {
         self.parts.iter().find_map(|part| part.read(value))
     }
 
+    /// The nanoseconds `value` stands for (a `date_nanos` field's), by the first format that
+    /// reads it: `1540815132123.456789` in `epoch_millis`, nine digits of a second in a pattern.
+    pub fn read_nanos(&self, value: &Value) -> Option<i64> {
+        self.parts.iter().find_map(|part| part.read_nanos(value))
+    }
+
+    /// `ns` printed by the first format, to the nanosecond where it prints fractions: an epoch
+    /// format as a JSON number when whole, else as a string (`"1540815132123.456789"`).
+    pub fn print_nanos(&self, ns: i64) -> Value {
+        self.parts[0].print_nanos(ns)
+    }
+
     /// `ms` printed by the first format: epoch formats as JSON numbers, the others as strings.
     pub fn print(&self, ms: i64) -> Value {
         self.parts[0].print(ms)
+    }
+
+    /// `ms` printed by the first format in the zone `offset` (an aggregation's `time_zone`):
+    /// ISO dates with the offset (`2015-12-31T17:00:00.000-07:00`), patterns in local time.
+    pub fn print_at(&self, ms: i64, offset: chrono::FixedOffset) -> Value {
+        self.parts[0].print_at(ms, offset)
     }
 
     /// `ms` printed by the first format, as text.
@@ -76,9 +115,9 @@ fn part_of(name: &str) -> Result<Part, String> {
     Ok(match name {
         "epoch_millis" => Part::EpochMillis,
         "epoch_second" => Part::EpochSecond,
+        "strict_date_optional_time_nanos" => Part::IsoNanos,
         "strict_date_optional_time"
         | "date_optional_time"
-        | "strict_date_optional_time_nanos"
         | "date_time"
         | "strict_date_time"
         | "date_time_no_millis"
@@ -102,6 +141,7 @@ fn part_of(name: &str) -> Result<Part, String> {
 /// A Java DateTimeFormatter pattern in chrono's letters.
 fn pattern(java: &str) -> Result<Part, String> {
     let mut chrono = String::new();
+    let mut print = String::new();
     let chars: Vec<char> = java.chars().collect();
     let mut i = 0;
     while i < chars.len() {
@@ -110,6 +150,7 @@ fn pattern(java: &str) -> Result<Part, String> {
             // A quoted literal; '' is a quote.
             if chars.get(i + 1) == Some(&'\'') {
                 chrono.push('\'');
+                print.push('\'');
                 i += 2;
                 continue;
             }
@@ -119,6 +160,7 @@ fn pattern(java: &str) -> Result<Part, String> {
                 .map_or(chars.len(), |p| i + 1 + p);
             let literal: String = chars[i + 1..end].iter().collect();
             chrono.push_str(&literal.replace('%', "%%"));
+            print.push_str(&literal.replace('%', "%%"));
             i = end + 1;
             continue;
         }
@@ -150,14 +192,23 @@ fn pattern(java: &str) -> Result<Part, String> {
             ('%', _) => "%%".repeat(run),
             (c, _) => c.to_string().repeat(run),
         };
+        match c {
+            'X' => print.push(ZONE),
+            _ => print.push_str(&converted),
+        }
         chrono.push_str(&converted);
     }
-    Ok(Part::Pattern { chrono })
+    Ok(Part::Pattern { chrono, print })
 }
 
 /// `text` read by the chrono `pattern`: what it leaves out is zero (the time of day) or UTC
 /// (the offset), as Java's DateFormatter defaults them.
 fn parse_pattern(text: &str, pattern: &str) -> Option<i64> {
+    parse_pattern_at(text, pattern).map(|at| at.timestamp_millis())
+}
+
+/// [`parse_pattern`], as the instant read.
+fn parse_pattern_at(text: &str, pattern: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
     use chrono::format::{Parsed, StrftimeItems, parse};
     let mut parsed = Parsed::new();
     parse(&mut parsed, text, StrftimeItems::new(pattern)).ok()?;
@@ -173,7 +224,7 @@ fn parse_pattern(text: &str, pattern: &str) -> Option<i64> {
     if parsed.offset().is_none() {
         parsed.set_offset(0).ok()?;
     }
-    parsed.to_datetime().ok().map(|at| at.timestamp_millis())
+    parsed.to_datetime().ok()
 }
 
 impl Part {
@@ -193,8 +244,61 @@ impl Part {
                 .ok()
                 .filter(|f| f.is_finite())
                 .map(|f| (f * 1000.0).round() as i64),
-            Part::Iso => parse_date_millis(&text),
+            Part::Iso | Part::IsoNanos => parse_date_millis(&text),
             Part::Pattern { chrono, .. } => parse_pattern(&text, chrono),
+        }
+    }
+
+    fn read_nanos(&self, value: &Value) -> Option<i64> {
+        let text = match value {
+            Value::String(text) => text.trim().to_owned(),
+            Value::Number(n) => n.to_string(),
+            _ => return None,
+        };
+        match self {
+            Part::EpochMillis => decimal_nanos(&text, 1_000_000),
+            Part::EpochSecond => decimal_nanos(&text, 1_000_000_000),
+            Part::Iso | Part::IsoNanos => parse_date_nanos(&text),
+            Part::Pattern { chrono, .. } => parse_pattern_at(&text, chrono)?.timestamp_nanos_opt(),
+        }
+    }
+
+    fn print_nanos(&self, ns: i64) -> Value {
+        let at = DateTime::from_timestamp_nanos(ns);
+        let epoch = |unit: i64| {
+            let (whole, part) = (ns.div_euclid(unit), ns.rem_euclid(unit));
+            match part {
+                0 => Value::from(whole),
+                _ => {
+                    let digits = unit.to_string().len() - 1;
+                    let fraction = format!("{part:0digits$}");
+                    Value::from(format!("{whole}.{}", fraction.trim_end_matches('0')))
+                }
+            }
+        };
+        match self {
+            Part::EpochMillis => epoch(1_000_000),
+            Part::EpochSecond => epoch(1_000_000_000),
+            Part::Iso => Value::from(at.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()),
+            Part::IsoNanos => Value::from(at.format("%Y-%m-%dT%H:%M:%S%.9fZ").to_string()),
+            Part::Pattern { print, .. } => Value::from(with_zone(at.format(print).to_string(), 0)),
+        }
+    }
+
+    fn print_at(&self, ms: i64, offset: chrono::FixedOffset) -> Value {
+        if offset.local_minus_utc() == 0 {
+            return self.print(ms);
+        }
+        let at = DateTime::from_timestamp_millis(ms).map(|at| at.with_timezone(&offset));
+        match (self, at) {
+            (Part::Iso | Part::IsoNanos, Some(at)) => {
+                Value::from(at.format("%Y-%m-%dT%H:%M:%S%.3f%:z").to_string())
+            }
+            (Part::Pattern { print, .. }, Some(at)) => Value::from(with_zone(
+                at.format(print).to_string(),
+                offset.local_minus_utc(),
+            )),
+            _ => self.print(ms),
         }
     }
 
@@ -204,10 +308,63 @@ impl Part {
             (Part::EpochMillis, _) | (_, None) => Value::from(ms),
             (Part::EpochSecond, _) if ms % 1000 == 0 => Value::from(ms / 1000),
             (Part::EpochSecond, _) => Value::from(ms as f64 / 1000.0),
-            (Part::Iso, Some(at)) => Value::from(at.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()),
-            (Part::Pattern { chrono, .. }, Some(at)) => Value::from(at.format(chrono).to_string()),
+            (Part::Iso | Part::IsoNanos, Some(at)) => {
+                Value::from(at.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+            }
+            (Part::Pattern { print, .. }, Some(at)) => {
+                Value::from(with_zone(at.format(print).to_string(), 0))
+            }
         }
     }
+}
+
+/// A printed pattern with its zone, as Java's `X` prints it: `Z` for UTC, else `+01:00`.
+fn with_zone(printed: String, offset_seconds: i32) -> String {
+    if !printed.contains(ZONE) {
+        return printed;
+    }
+    let zone = match offset_seconds {
+        0 => "Z".to_owned(),
+        seconds => {
+            let sign = if seconds < 0 { '-' } else { '+' };
+            let seconds = seconds.abs();
+            format!("{sign}{:02}:{:02}", seconds / 3600, seconds % 3600 / 60)
+        }
+    };
+    printed.replace(ZONE, &zone)
+}
+
+/// A decimal number of `unit` nanoseconds (`1540815132123.456789` milliseconds) as whole
+/// nanoseconds, read exactly; `None` past what 64 bits hold.
+fn decimal_nanos(text: &str, unit: i64) -> Option<i64> {
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+    if whole.is_empty()
+        || !whole.bytes().all(|b| b.is_ascii_digit())
+        || !fraction.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let places = unit.to_string().len() - 1;
+    let mut part: String = fraction.chars().take(places).collect();
+    while part.len() < places {
+        part.push('0');
+    }
+    let value = whole
+        .parse::<i64>()
+        .ok()?
+        .checked_mul(unit)?
+        .checked_add(part.parse::<i64>().unwrap_or(0))?;
+    Some(if negative { -value } else { value })
+}
+
+/// [`parse_date_millis`], to the nanosecond; `None` outside what 64 bits of nanoseconds hold
+/// (1677 to 2262).
+pub fn parse_date_nanos(text: &str) -> Option<i64> {
+    parse_date_time(text)?.timestamp_nanos_opt()
 }
 
 /// A date as Elasticsearch's default date detection sees one (`strict_date_optional_time`):
@@ -215,6 +372,11 @@ impl Part {
 /// zone (`Z`, `+01:00`) or without (UTC). Unix milliseconds. Bulk ingestion detects dates with it
 /// too, so that what is written as a date is queried as one.
 pub fn parse_date_millis(text: &str) -> Option<i64> {
+    parse_date_time(text).map(|at| at.timestamp_millis())
+}
+
+/// The instant of [`parse_date_millis`], to the nanosecond.
+fn parse_date_time(text: &str) -> Option<chrono::DateTime<chrono::Utc>> {
     use chrono::{DateTime, NaiveDate, NaiveDateTime};
     let bytes = text.as_bytes();
     // The cheap test first: most strings are not dates.
@@ -226,23 +388,23 @@ pub fn parse_date_millis(text: &str) -> Option<i64> {
         return None;
     }
     if let Ok(at) = DateTime::parse_from_rfc3339(text) {
-        return Some(at.timestamp_millis());
+        return Some(at.to_utc());
     }
     for format in ["%Y-%m-%dT%H:%M:%S%.f%:z", "%Y-%m-%dT%H:%M%:z"] {
         if let Ok(at) = DateTime::parse_from_str(text, format) {
-            return Some(at.timestamp_millis());
+            return Some(at.to_utc());
         }
     }
     let naive = text.strip_suffix('Z').unwrap_or(text);
     for format in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M"] {
         if let Ok(at) = NaiveDateTime::parse_from_str(naive, format) {
-            return Some(at.and_utc().timestamp_millis());
+            return Some(at.and_utc());
         }
     }
     NaiveDate::parse_from_str(naive, "%Y-%m-%d")
         .ok()
         .and_then(|day| day.and_hms_opt(0, 0, 0))
-        .map(|at| at.and_utc().timestamp_millis())
+        .map(|at| at.and_utc())
 }
 
 /// Elasticsearch date math: an anchor (`now`, or a date followed by `||`), then operations:
@@ -403,5 +565,50 @@ mod tests {
                 .contains("[week_date]")
         );
         assert!(DateFormat::parse("yyyy-ww").unwrap_err().contains("[ww]"));
+        // Java's X prints Z for UTC.
+        assert_eq!(quoted.print(1_577_923_200_000), json!("2020-01-02T00:00Z"));
+    }
+
+    #[test]
+    fn nanoseconds_read_and_print_exactly() {
+        let ns = 1_540_815_132_123_456_789;
+        assert_eq!(parse_date_nanos("2018-10-29T12:12:12.123456789Z"), Some(ns));
+        assert_eq!(
+            parse_date_millis("2018-10-29T12:12:12.123456789Z"),
+            Some(ns / 1_000_000)
+        );
+        assert_eq!(parse_date_nanos("2263-01-01T00:00:00Z"), None);
+        let millis = DateFormat::parse("epoch_millis").unwrap();
+        assert_eq!(millis.read_nanos(&json!("1540815132123.456789")), Some(ns));
+        assert_eq!(
+            millis.read_nanos(&json!(1_540_815_132_123_i64)),
+            Some(ns - 456_789)
+        );
+        assert_eq!(millis.print_nanos(ns), json!("1540815132123.456789"));
+        assert_eq!(
+            millis.print_nanos(ns - 456_789),
+            json!(1_540_815_132_123_i64)
+        );
+        let iso = DateFormat::parse("strict_date_optional_time").unwrap();
+        assert_eq!(iso.print_nanos(ns), json!("2018-10-29T12:12:12.123Z"));
+        let nanos = DateFormat::parse("strict_date_optional_time_nanos").unwrap();
+        assert_eq!(
+            nanos.print_nanos(ns),
+            json!("2018-10-29T12:12:12.123456789Z")
+        );
+        let pattern = DateFormat::parse("uuuu-MM-dd'T'HH:mm:ss.SSSSSSSSSX").unwrap();
+        assert_eq!(
+            pattern.print_nanos(ns),
+            json!("2018-10-29T12:12:12.123456789Z")
+        );
+        let micros = DateFormat::parse("yyyy-MM-dd HH:mm:ss.SSSSSS").unwrap();
+        let read = micros
+            .read_nanos(&json!("2019-10-21 08:30:04.828733"))
+            .unwrap();
+        assert_eq!(read, 1_571_646_604_828_733_000);
+        assert_eq!(
+            micros.print_nanos(read),
+            json!("2019-10-21 08:30:04.828733")
+        );
     }
 }

@@ -70,6 +70,13 @@ pub struct DocsSchema {
     pub ip: Field,
     /// The dataset's IP fields, whose addresses `ip` holds too.
     ips: Arc<std::collections::BTreeSet<String>>,
+    /// The dataset's `half_float` and `float` fields: their values are indexed (so sorted,
+    /// aggregated and matched) at the precision of their type, as Elasticsearch keeps their doc
+    /// values; `_source` keeps what was written.
+    rounded: Arc<BTreeMap<String, Rounding>>,
+    /// The dataset's range fields (`date_range`, `long_range`, ...), by path, with their type:
+    /// each is kept as the columns of its bounds, `<path>.gte`, `.gt`, `.lte` and `.lt`.
+    ranges: Arc<BTreeMap<String, String>>,
     /// The dataset's fields that read another's values (aliases, multi-fields), and whose.
     aliases: Arc<BTreeMap<String, String>>,
     /// Fields the reader may not search, their sub-fields with them (see [`Self::restricted`]).
@@ -77,6 +84,41 @@ pub struct DocsSchema {
     /// With unsearchable fields: the fields a query that names none searches, instead of
     /// `all` (which holds every string of a record, theirs too).
     catch_all: Option<Arc<Vec<String>>>,
+}
+
+/// The precision a declared field's numbers are indexed at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Rounding {
+    /// `half_float`: 16 bits.
+    Half,
+    /// `float`: 32 bits.
+    Single,
+}
+
+impl Rounding {
+    /// `value` at this precision (the nearest value the type holds).
+    pub fn round(self, value: f64) -> f64 {
+        match self {
+            Rounding::Half => {
+                // Arrow's half-precision float (the `half` crate's f16).
+                type F16 =
+                    <arrow::datatypes::Float16Type as arrow::datatypes::ArrowPrimitiveType>::Native;
+                F16::from_f64(value).to_f64()
+            }
+            Rounding::Single => f64::from(value as f32),
+        }
+    }
+
+    fn apply(self, value: OwnedValue) -> OwnedValue {
+        match value {
+            OwnedValue::F64(f) => OwnedValue::F64(self.round(f)),
+            OwnedValue::I64(n) => OwnedValue::F64(self.round(n as f64)),
+            OwnedValue::Array(items) => {
+                OwnedValue::Array(items.into_iter().map(|v| self.apply(v)).collect())
+            }
+            other => other,
+        }
+    }
 }
 
 /// Reads a column's value in a row as a document value.
@@ -91,6 +133,8 @@ impl DocsSchema {
         let mut hasher = std::hash::DefaultHasher::new();
         (
             &self.ips,
+            &self.ranges,
+            &self.rounded,
             &self.aliases,
             &self.unsearchable,
             &self.catch_all,
@@ -134,6 +178,8 @@ impl DocsSchema {
             all,
             ip,
             ips: Arc::default(),
+            ranges: Arc::default(),
+            rounded: Arc::default(),
             aliases: Arc::default(),
             unsearchable: Arc::default(),
             catch_all: None,
@@ -195,6 +241,17 @@ impl DocsSchema {
         }
     }
 
+    /// How the numbers of the field at `path` are rounded when indexed (a `half_float` or
+    /// `float` field), if they are: a query's value is rounded alike to match them.
+    pub fn rounding(&self, path: &str) -> Option<Rounding> {
+        self.rounded.get(path).copied()
+    }
+
+    /// The type of the range field at `path` (`date_range`, `long_range`, ...), if it is one.
+    pub fn range_type(&self, path: &str) -> Option<&str> {
+        self.ranges.get(path).map(String::as_str)
+    }
+
     /// The document index schema of dataset `table`: its IP fields (declared `ip`) go to `ip`
     /// too.
     pub fn of(table: &crate::catalog::TableDef) -> DocsSchema {
@@ -204,8 +261,25 @@ impl DocsSchema {
             .filter(|(_, field)| field.es_type == "ip")
             .map(|(name, _)| name.clone())
             .collect();
+        let ranges = table
+            .declared
+            .iter()
+            .filter(|(_, field)| field.es_type.ends_with("_range"))
+            .map(|(name, field)| (name.clone(), field.es_type.clone()))
+            .collect();
+        let rounded = table
+            .declared
+            .iter()
+            .filter_map(|(name, field)| match field.es_type.as_str() {
+                "half_float" => Some((name.clone(), Rounding::Half)),
+                "float" => Some((name.clone(), Rounding::Single)),
+                _ => None,
+            })
+            .collect();
         DocsSchema {
             ips: Arc::new(ips),
+            ranges: Arc::new(ranges),
+            rounded: Arc::new(rounded),
             aliases: Arc::new(table.field_aliases()),
             ..DocsSchema::new()
         }
@@ -231,16 +305,26 @@ impl DocsSchema {
             readers.push((field.name().clone(), column, value));
         }
         let is_ip: Vec<bool> = readers.iter().map(|(n, ..)| self.ips.contains(n)).collect();
+        let rounding: Vec<Option<Rounding>> = readers
+            .iter()
+            .map(|(n, ..)| self.rounded.get(n).copied())
+            .collect();
         Ok((0..batch.num_rows()).map(move |row| {
             let mut document = TantivyDocument::new();
             document.add_u64(self.row_id, ids.value(row));
             let mut object: BTreeMap<String, OwnedValue> = BTreeMap::new();
             let mut addresses: BTreeMap<String, OwnedValue> = BTreeMap::new();
-            for ((name, column, value), is_ip) in readers.iter().zip(&is_ip) {
+            for (((name, column, value), is_ip), rounding) in
+                readers.iter().zip(&is_ip).zip(&rounding)
+            {
                 if column.is_null(row) {
                     continue;
                 }
                 if let Some(value) = value(row) {
+                    let value = match rounding {
+                        Some(rounding) => rounding.apply(value),
+                        None => value,
+                    };
                     match &value {
                         OwnedValue::Str(text) => document.add_text(self.all, text),
                         OwnedValue::Array(items) => {
@@ -452,6 +536,15 @@ fn reader(column: &ArrayRef) -> Option<ValueReader<'_>> {
                 // overflowing, should one come from elsewhere.
                 let ms = array.value(row).clamp(MIN_MILLIS, MAX_MILLIS);
                 Some(OwnedValue::Date(DateTime::from_timestamp_millis(ms)))
+            })
+        }
+        // A `date_nanos` field's: to the nanosecond.
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => {
+            let array = column.as_primitive::<arrow::datatypes::TimestampNanosecondType>();
+            Box::new(move |row| {
+                Some(OwnedValue::Date(DateTime::from_timestamp_nanos(
+                    array.value(row),
+                )))
             })
         }
         // A geo point: an object of `lat` and `lon` (geo queries read both).
@@ -813,8 +906,20 @@ pub fn compare_keys(
     Ordering::Equal
 }
 
+/// Whether a column holds nanosecond dates (one or several).
+fn is_nanos(column: &crate::schema::ColumnType) -> bool {
+    use crate::schema::{ColumnType, TimestampUnit};
+    match column {
+        ColumnType::List(item) => is_nanos(item),
+        ColumnType::Timestamp { unit, .. } => *unit == TimestampUnit::Nanoseconds,
+        _ => false,
+    }
+}
+
 /// The typed fast columns of one field in one tantivy segment.
 struct FieldColumns {
+    /// A `date_nanos` field: its dates sort by nanoseconds, as Elasticsearch sorts them.
+    nanos: bool,
     i64: Option<Column<i64>>,
     f64: Option<Column<f64>>,
     date: Option<Column<DateTime>>,
@@ -823,10 +928,11 @@ struct FieldColumns {
 }
 
 impl FieldColumns {
-    fn open(reader: &tantivy::SegmentReader, path: &str) -> Result<FieldColumns> {
+    fn open(reader: &tantivy::SegmentReader, path: &str, nanos: bool) -> Result<FieldColumns> {
         let fast = reader.fast_fields();
         let name = format!("{KEYWORD_FIELD}.{path}");
         Ok(FieldColumns {
+            nanos,
             i64: fast.column_opt::<i64>(&name).map_err(index_error)?,
             f64: fast.column_opt::<f64>(&name).map_err(index_error)?,
             date: fast.column_opt::<DateTime>(&name).map_err(index_error)?,
@@ -853,10 +959,15 @@ impl FieldColumns {
             return Some(v);
         }
         if let Some(v) = self.date.as_ref().and_then(|c| {
-            let millis = c.values_for_doc(doc).map(|d| d.into_timestamp_millis());
-            mode.of_longs(millis.collect())
+            let stamps = c.values_for_doc(doc).map(|d| match self.nanos {
+                true => d.into_timestamp_nanos(),
+                false => d.into_timestamp_millis(),
+            });
+            mode.of_longs(stamps.collect())
         }) {
             return Some(match v {
+                // Nanoseconds stay whole: a double would round them.
+                SortValue::Int(ns) if self.nanos => SortValue::Int(ns),
                 SortValue::Int(ms) => SortValue::Number(ms as f64),
                 other => other,
             });
@@ -932,7 +1043,13 @@ impl super::TableSnapshot {
                     let opened = sort
                         .iter()
                         .map(|spec| match &spec.by {
-                            SortBy::Field(path) => FieldColumns::open(reader, path).map(Some),
+                            SortBy::Field(path) => {
+                                let nanos = self
+                                    .table
+                                    .column(path)
+                                    .is_some_and(|c| is_nanos(&c.data_type));
+                                FieldColumns::open(reader, path, nanos).map(Some)
+                            }
                             _ => Ok(None),
                         })
                         .collect::<Result<Vec<_>>>()?;

@@ -212,9 +212,12 @@ fn fitted(name: &str, values: &ArrayRef, column: &ColumnType) -> Result<ArrayRef
         .map_err(|e| refused(name, e))?;
         return Ok(Arc::new(list));
     }
-    // Finer times than milliseconds are kept to the millisecond, as a `date` field keeps them.
+    // Finer times than milliseconds are kept to the millisecond, as a `date` field keeps them
+    // (a `date_nanos` field's column keeps nanoseconds).
     let values = match values.data_type() {
-        DataType::Timestamp(TimeUnit::Microsecond | TimeUnit::Nanosecond, zone) => {
+        DataType::Timestamp(TimeUnit::Microsecond | TimeUnit::Nanosecond, zone)
+            if !matches!(target, DataType::Timestamp(TimeUnit::Nanosecond, _)) =>
+        {
             let coarse = CastOptions {
                 safe: false,
                 format_options: FormatOptions::default(),

@@ -161,6 +161,11 @@ pub struct DatasetInfo {
     pub store_size: String,
     #[serde(rename = "pri.store.size")]
     pub pri_store_size: String,
+    /// The records and bytes above as numbers (indices stats).
+    #[serde(skip)]
+    pub docs: u64,
+    #[serde(skip)]
+    pub bytes: u64,
 }
 
 /// A size with its unit, as Elasticsearch's `_cat` APIs print it: `512b`, `1.5kb`, `3mb`.
@@ -564,6 +569,8 @@ impl Engine {
             docs_deleted: "0".to_owned(),
             store_size: size.clone(),
             pri_store_size: size,
+            docs: docs_count,
+            bytes,
         })
     }
 }

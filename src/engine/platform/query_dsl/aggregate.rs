@@ -94,6 +94,9 @@ pub(super) fn aggregate(parts: &[Part], request: &Value, now: i64) -> Result<Val
         ));
     };
     let kind_of = |agg: &Value| {
+        if range_histogram_of(parts, agg).is_some() {
+            return Some("range_histogram");
+        }
         ["filters", "ip_range"]
             .into_iter()
             .chain(PIPELINES.iter().copied())
@@ -128,6 +131,7 @@ pub(super) fn aggregate(parts: &[Part], request: &Value, now: i64) -> Result<Val
         let result = match kind_of(agg) {
             Some("filters") => buckets.filters(name, &agg["filters"], agg)?,
             Some("ip_range") => buckets.ip_ranges(name, &agg["ip_range"], agg)?,
+            Some("range_histogram") => buckets.range_histogram(name, agg)?,
             _ => continue,
         };
         answer[name] = result;
@@ -142,6 +146,188 @@ pub(super) fn aggregate(parts: &[Part], request: &Value, now: i64) -> Result<Val
         }
     }
     Ok(answer)
+}
+
+/// The `aggregations` of a search's `profile`, for each part (dataset): each aggregation that
+/// runs in tantivy, run again over that part alone with each phase timed
+/// ([`aggs::aggregate_into_measured`]). `type` names the aggregator as Elasticsearch's profiler
+/// does; `debug` has the buckets that received records, and what kind of column each segment
+/// holds the field in; sub-aggregations are listed under `children` (they run inside their
+/// parent's collector, which their time is part of). `filters`, `ip_range`, pipelines and
+/// histograms of range fields are not listed.
+pub(super) fn profile(parts: &[Part], request: &Value, now: i64) -> Result<Vec<Vec<Value>>> {
+    use std::time::Instant;
+    let mut out: Vec<Vec<Value>> = vec![Vec::new(); parts.len()];
+    let Value::Object(named) = request else {
+        return Ok(out);
+    };
+    let fields = DatasetFields(parts.iter().collect());
+    for (name, agg) in named {
+        let Some(kind) = aggs::native_kind(agg) else {
+            continue;
+        };
+        if range_histogram_of(parts, agg).is_some() {
+            continue;
+        }
+        let started = Instant::now();
+        let single = json!({ name.clone(): agg.clone() });
+        let translated = aggs::translate(&single, &fields, now)
+            .map_err(|error| bad(error.kind, error.reason))?;
+        let initialize = started.elapsed();
+        let field = agg[kind]["field"].as_str();
+        for (part, entries) in parts.iter().zip(out.iter_mut()) {
+            let path = field.map(|f| {
+                part.docs
+                    .path(f.strip_suffix(".keyword").unwrap_or(f))
+                    .to_owned()
+            });
+            let mut partial = aggs::Partial::default();
+            let measured = aggs::aggregate_into_measured(
+                &part.snapshot,
+                part.query.as_ref(),
+                &translated,
+                path.as_deref(),
+                &mut partial,
+            )
+            .map_err(index_error)?;
+            let started = Instant::now();
+            let result = translated.finish(partial).map_err(index_error)?;
+            let build = started.elapsed();
+            let result = &result[name.as_str()];
+            entries.push(profiled(
+                name, kind, agg, result, &measured, initialize, build,
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// One aggregation's entry in a search's `profile`.
+fn profiled(
+    name: &str,
+    kind: &str,
+    agg: &Value,
+    result: &Value,
+    measured: &aggs::Measured,
+    initialize: std::time::Duration,
+    build: std::time::Duration,
+) -> Value {
+    let nanos = |d: std::time::Duration| d.as_nanos() as u64;
+    let buckets: Vec<&Value> = match result.get("buckets") {
+        Some(Value::Array(list)) => list.iter().collect(),
+        Some(Value::Object(keyed)) => keyed.values().collect(),
+        _ => Vec::new(),
+    };
+    let filled = buckets
+        .iter()
+        .filter(|b| b["doc_count"].as_u64().unwrap_or(0) > 0)
+        .count();
+    let numeric = measured.numeric > 0 && measured.ordinals == 0;
+    let mut debug = json!({});
+    let type_name = match kind {
+        "histogram" => "NumericHistogramAggregator",
+        "date_histogram" => "DateHistogramAggregator",
+        "terms" if numeric => {
+            let whole = buckets
+                .iter()
+                .all(|b| b["key"].as_f64().is_some_and(|k| k.fract() == 0.0));
+            debug["result_strategy"] = json!(if whole { "long_terms" } else { "double_terms" });
+            "NumericTermsAggregator"
+        }
+        "terms" => {
+            debug["result_strategy"] = json!("terms");
+            "StringTermsAggregator"
+        }
+        "cardinality" => {
+            debug = json!({
+                "empty_collectors_used": measured.empty,
+                "numeric_collectors_used": measured.numeric,
+                "ordinals_collectors_used": measured.ordinals,
+                "ordinals_collectors_overhead_too_high": 0,
+                "string_hashing_collectors_used": 0,
+            });
+            "CardinalityAggregator"
+        }
+        "avg" => "AvgAggregator",
+        "sum" => "SumAggregator",
+        "min" => "MinAggregator",
+        "max" => "MaxAggregator",
+        "stats" => "StatsAggregator",
+        "value_count" => "ValueCountAggregator",
+        _ => "RangeAggregator",
+    };
+    if result.get("buckets").is_some() {
+        debug["total_buckets"] = json!(filled);
+    }
+    let breakdown = json!({
+        "initialize": nanos(initialize),
+        "initialize_count": 1,
+        "build_leaf_collector": nanos(measured.build_leaf_collector),
+        "build_leaf_collector_count": measured.segments,
+        "collect": nanos(measured.collect),
+        "collect_count": measured.collected,
+        "post_collection": nanos(measured.post_collection),
+        "post_collection_count": measured.segments,
+        "build_aggregation": nanos(build),
+        "build_aggregation_count": 1,
+        "reduce": nanos(measured.reduce),
+        "reduce_count": 1,
+    });
+    let total = initialize
+        + measured.build_leaf_collector
+        + measured.collect
+        + measured.post_collection
+        + measured.reduce
+        + build;
+    let children: Vec<Value> = agg
+        .get("aggs")
+        .or_else(|| agg.get("aggregations"))
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(sub, body)| {
+            let kind = aggs::native_kind(body)?;
+            let type_name = match kind {
+                "max" => "MaxAggregator",
+                "min" => "MinAggregator",
+                "avg" => "AvgAggregator",
+                "sum" => "SumAggregator",
+                "stats" => "StatsAggregator",
+                "value_count" => "ValueCountAggregator",
+                "cardinality" => "CardinalityAggregator",
+                "terms" => "TermsAggregator",
+                "histogram" => "NumericHistogramAggregator",
+                "date_histogram" => "DateHistogramAggregator",
+                _ => "RangeAggregator",
+            };
+            Some(json!({"type": type_name, "description": sub}))
+        })
+        .collect();
+    let mut entry = json!({
+        "type": type_name,
+        "description": name,
+        "time_in_nanos": nanos(total),
+        "breakdown": breakdown,
+        "debug": debug,
+    });
+    if !children.is_empty() {
+        entry["children"] = json!(children);
+    }
+    entry
+}
+
+/// A `histogram` or `date_histogram` of `agg` over a range field: its type and the field's
+/// path in the document index.
+fn range_histogram_of(parts: &[Part], agg: &Value) -> Option<(&'static str, String)> {
+    ["histogram", "date_histogram"]
+        .into_iter()
+        .find_map(|kind| {
+            let field = agg.get(kind)?.get("field")?.as_str()?;
+            parts.iter().find_map(|part| {
+                let path = part.docs.path(field);
+                part.docs.range_type(path).map(|_| (kind, path.to_owned()))
+            })
+        })
 }
 
 /// Sibling pipeline aggregations served: a metric over the buckets of another aggregation.
@@ -184,6 +370,34 @@ impl Buckets<'_> {
         };
         bucket["doc_count"] = json!(count);
         Ok(bucket)
+    }
+
+    /// A histogram over a range field: each record counts in every bucket its range overlaps
+    /// ([`aggs::range_histogram`]).
+    fn range_histogram(&self, name: &str, agg: &Value) -> Result<Value> {
+        let Some((kind, path)) = range_histogram_of(self.parts, agg) else {
+            return Ok(json!({"buckets": []}));
+        };
+        if agg
+            .get("aggs")
+            .or_else(|| agg.get("aggregations"))
+            .is_some()
+        {
+            return Err(bad(
+                "illegal_argument_exception",
+                format!(
+                    "sub-aggregations of the {kind} [{name}] over a range field are not supported yet"
+                ),
+            ));
+        }
+        let sources: Vec<(&TableSnapshot, &dyn tantivy::query::Query)> = self
+            .parts
+            .iter()
+            .map(|part| (part.snapshot.as_ref(), part.query.as_ref()))
+            .collect();
+        aggs::range_histogram(name, kind, &agg[kind], &path, &sources, self.now)
+            .map_err(index_error)?
+            .map_err(|error| bad(error.kind, error.reason))
     }
 
     /// Every dataset's document index has the same schema: any compiles the filters (as its

@@ -29,7 +29,7 @@ use strata_projections::{
     },
 };
 
-use super::compile::DslError;
+use super::{compile::DslError, zone::Zone};
 
 /// A failure of the document index, or of an aggregation tantivy refuses.
 fn index_error(error: impl std::fmt::Display) -> Error {
@@ -46,6 +46,9 @@ const ORDER_MARKER: &str = "strata_order";
 /// The date format an aggregation of dates prints its keys in (the request's `format`, or the
 /// field's declared one).
 const FORMAT_MARKER: &str = "strata_format";
+/// The time zone (`time_zone`) a date_histogram's buckets begin in local time of, and its keys
+/// print in.
+const TIME_ZONE_MARKER: &str = "strata_time_zone";
 /// The decimal pattern an aggregation of numbers prints its keys or value in.
 const NUMBER_FORMAT_MARKER: &str = "strata_number_format";
 /// Keeps a terms aggregation's `include: {partition, num_partitions}` and its `size`: tantivy
@@ -76,6 +79,12 @@ const NATIVE: &[&str] = &[
     "range",
     "date_range",
 ];
+
+/// The type of aggregation `agg` (an object of its type's body, `aggs` and `meta`) when tantivy
+/// runs it.
+pub fn native_kind(agg: &Value) -> Option<&'static str> {
+    NATIVE.iter().copied().find(|kind| agg.get(*kind).is_some())
+}
 
 fn invalid(reason: impl Into<String>) -> DslError {
     DslError {
@@ -143,6 +152,7 @@ fn without_markers(mut value: Value) -> Value {
         object.remove(FORMAT_MARKER);
         object.remove(PARTITION_MARKER);
         object.remove(NUMBER_FORMAT_MARKER);
+        object.remove(TIME_ZONE_MARKER);
         for inner in object.values_mut() {
             *inner = without_markers(std::mem::take(inner));
         }
@@ -152,21 +162,19 @@ fn without_markers(mut value: Value) -> Value {
 
 /// A date as an aggregation of `request` prints it: in its format, or Elasticsearch's default.
 fn date_printed(request: &Value, ms: i64) -> Value {
-    match request
+    let offset = request
+        .get(TIME_ZONE_MARKER)
+        .and_then(Value::as_str)
+        .and_then(|text| Zone::parse(text).ok())
+        .map_or(chrono::Offset::fix(&chrono::Utc), |zone| zone.offset_at(ms));
+    let format = request
         .get(FORMAT_MARKER)
         .and_then(Value::as_str)
         .and_then(|text| DateFormat::parse(text).ok())
-    {
-        Some(format) => Value::String(format.print_text(ms)),
-        None => date_text(ms),
-    }
-}
-
-/// A date in Elasticsearch's output format.
-fn date_text(ms: i64) -> Value {
-    match chrono::DateTime::from_timestamp_millis(ms) {
-        Some(at) => json!(at.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()),
-        None => json!(ms),
+        .unwrap_or_else(DateFormat::iso);
+    match format.print_at(ms, offset) {
+        Value::Number(n) => Value::String(n.to_string()),
+        text => text,
     }
 }
 
@@ -373,6 +381,11 @@ fn finish(translated: &Value, result: &mut Value) {
                 .unwrap_or_default();
             if let Some(Value::Array(list)) = result.get_mut("buckets") {
                 list.retain(|bucket| asked.iter().any(|r| bounds(r) == bounds(bucket)));
+                // Nothing was searched (a dataset without records): every range is listed,
+                // empty, as Elasticsearch lists them.
+                if list.is_empty() {
+                    list.extend(asked.iter().map(|r| empty_range_bucket(r, sub)));
+                }
             }
             for bucket in buckets(result) {
                 let keyed = asked
@@ -547,6 +560,32 @@ fn finish_calendar(range: &Value, calendar: &Value, result: &mut Value) {
     }
 }
 
+/// A range's bucket when no record was searched: its bounds (and key, when asked), a
+/// `doc_count` of 0, and its sub-aggregations over nothing.
+fn empty_range_bucket(range: &Value, sub: Option<&Value>) -> Value {
+    let mut bucket = sub.map(empty_results).unwrap_or_else(|| json!({}));
+    for key in ["key", "from", "to"] {
+        if let Some(value) = range.get(key).filter(|v| !v.is_null()) {
+            bucket[key] = value.clone();
+        }
+    }
+    bucket["doc_count"] = json!(0);
+    bucket
+}
+
+/// The results of translated aggregations over no records, as tantivy gives them.
+fn empty_results(translated: &Value) -> Value {
+    serde_json::from_value::<Aggregations>(without_markers(translated.clone()))
+        .ok()
+        .and_then(|aggs| {
+            IntermediateAggregationResults::default()
+                .into_final_result(aggs, limits())
+                .ok()
+        })
+        .and_then(|results| serde_json::to_value(results).ok())
+        .unwrap_or_else(|| json!({}))
+}
+
 fn finish_sub(sub: Option<&Value>, bucket: &mut Value) {
     if let Some(sub) = sub {
         finish(sub, bucket);
@@ -633,41 +672,101 @@ fn calendar_months(interval: &str) -> Option<u32> {
     }
 }
 
-/// The bounds of the UTC calendar periods of `months` months that cover `low` to `high` (Unix
-/// milliseconds): the start of each, then the end of the last.
-fn periods(low: i64, high: i64, months: u32) -> Result<Vec<i64>, DslError> {
-    use chrono::{Datelike, TimeZone, Utc};
-    let out_of_range = || {
-        invalid(format!(
-            "dates out of range for a calendar histogram: {low}"
-        ))
+/// How a histogram of local time steps: by calendar months, or by a fixed length (with the
+/// grid's own shift, as a week's 4 days) of wall-clock time.
+#[derive(Clone, Copy)]
+enum Step {
+    Months(u32),
+    Fixed(i64, i64),
+}
+
+const DAY_MS: i64 = 86_400_000;
+
+/// The bounds of the periods of `step` in the wall-clock time of `zone` (UTC without one),
+/// shifted by `shift`, that cover `low` to `high` (Unix milliseconds): the start of each, then
+/// the end of the last.
+fn periods(
+    low: i64,
+    high: i64,
+    step: Step,
+    zone: Option<Zone>,
+    shift: i64,
+) -> Result<Vec<i64>, DslError> {
+    use chrono::{Datelike, NaiveDate};
+    let zone = zone.unwrap_or(Zone::Fixed(chrono::Offset::fix(&chrono::Utc)));
+    let out_of_range = || invalid(format!("dates out of range for a histogram: {low}"));
+    let shift = chrono::Duration::milliseconds(shift);
+    let first = zone.local_of(low).ok_or_else(out_of_range)? - shift;
+    // The first period's start, in wall-clock time (before the shift).
+    let mut at = match step {
+        Step::Months(months) => {
+            NaiveDate::from_ymd_opt(first.year(), first.month0() / months * months + 1, 1)
+                .and_then(|day| day.and_hms_opt(0, 0, 0))
+                .ok_or_else(out_of_range)?
+        }
+        Step::Fixed(interval, grid) => {
+            let local = first.and_utc().timestamp_millis();
+            let start = (local - grid).div_euclid(interval) * interval + grid;
+            chrono::DateTime::from_timestamp_millis(start)
+                .ok_or_else(out_of_range)?
+                .naive_utc()
+        }
     };
-    let first = chrono::DateTime::from_timestamp_millis(low).ok_or_else(out_of_range)?;
-    let mut at = Utc
-        .with_ymd_and_hms(
-            first.year(),
-            first.month0() / months * months + 1,
-            1,
-            0,
-            0,
-            0,
-        )
-        .single()
-        .ok_or_else(out_of_range)?;
     let mut bounds = Vec::new();
     loop {
-        bounds.push(at.timestamp_millis());
-        if at.timestamp_millis() > high {
+        let instant = zone.instant_of(at + shift).ok_or_else(out_of_range)?;
+        if bounds.last().is_none_or(|last| *last < instant) {
+            bounds.push(instant);
+        }
+        if instant > high {
             return Ok(bounds);
         }
         if bounds.len() > BUCKET_LIMIT as usize {
             return Err(invalid(format!(
-                "a calendar histogram would have more than {BUCKET_LIMIT} buckets"
+                "a date histogram would have more than {BUCKET_LIMIT} buckets"
             )));
         }
-        at = at
-            .checked_add_months(chrono::Months::new(months))
-            .ok_or_else(out_of_range)?;
+        at = match step {
+            Step::Months(months) => at.checked_add_months(chrono::Months::new(months)),
+            Step::Fixed(interval, _) => {
+                at.checked_add_signed(chrono::Duration::milliseconds(interval))
+            }
+        }
+        .ok_or_else(out_of_range)?;
+    }
+}
+
+/// A duration as tantivy and Elasticsearch write an `offset` or a fixed interval: `+6h`,
+/// `-30m`, `1d`, `1500ms`; milliseconds.
+fn offset_ms(text: &str) -> Option<i64> {
+    let text = text.trim();
+    let (sign, rest) = match text.as_bytes().first()? {
+        b'+' => (1, &text[1..]),
+        b'-' => (-1, &text[1..]),
+        _ => (1, text),
+    };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = rest.split_at(digits);
+    let unit = match unit {
+        "ms" => 1,
+        "s" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => DAY_MS,
+        _ => return None,
+    };
+    number
+        .parse::<i64>()
+        .ok()?
+        .checked_mul(unit)
+        .map(|ms| sign * ms)
+}
+
+/// The name a zone is kept under in a translated request (read again by [`Zone::parse`]).
+fn zone_name(zone: &Zone) -> String {
+    match zone {
+        Zone::Fixed(offset) => offset.to_string(),
+        Zone::Region(tz) => tz.name().to_owned(),
     }
 }
 
@@ -739,11 +838,50 @@ fn translate_one(
     body.insert("field".into(), json!(format!("{KEYWORD_FIELD}.{field}")));
     match kind {
         "date_histogram" => {
+            let zone = match body.remove("time_zone") {
+                Some(Value::String(text)) => Some(
+                    Zone::parse(&text).map_err(|reason| invalid(format!("[{name}]: {reason}")))?,
+                ),
+                Some(other) => {
+                    return Err(invalid(format!(
+                        "[time_zone] of [{name}] must be a string, not {other}"
+                    )));
+                }
+                None => None,
+            };
+            let zone = zone.filter(|zone| !zone.is_utc());
+            if let Some(zone) = &zone {
+                body.insert(TIME_ZONE_MARKER.into(), json!(zone_name(zone)));
+            }
+            // The request's own shift of the buckets (`offset`), in local time.
+            let shift = match body.remove("offset") {
+                None => 0,
+                Some(Value::String(text)) => offset_ms(&text).ok_or_else(|| {
+                    invalid(format!(
+                        "[offset] of [{name}]: [{text}] is not a duration such as +6h or -30m"
+                    ))
+                })?,
+                Some(Value::Number(n)) => n.as_i64().unwrap_or(0),
+                Some(other) => {
+                    return Err(invalid(format!(
+                        "[offset] of [{name}] must be a duration, not {other}"
+                    )));
+                }
+            };
+            // Calendar weeks begin on Monday; the epoch (a Thursday) is 4 days after one.
+            let mut grid = 0;
             for key in ["calendar_interval", "interval"] {
                 if let Some(interval) = body.remove(key) {
                     let text = interval.as_str().unwrap_or_default().to_owned();
                     if let Some(months) = calendar_months(&text) {
-                        return calendar_histogram(&field, &body, months, fields);
+                        return calendar_histogram(
+                            &field,
+                            &body,
+                            Step::Months(months),
+                            zone,
+                            shift,
+                            fields,
+                        );
                     }
                     let fixed = fixed_of_calendar(&text)
                         .map(str::to_owned)
@@ -753,12 +891,45 @@ fn translate_one(
                                 "calendar_interval [{text}] of [{name}] is not supported yet; use a fixed_interval, or a minute, hour, day or week"
                             ))
                         })?;
+                    if matches!(text.as_str(), "week" | "1w") {
+                        grid = 4 * DAY_MS;
+                    }
                     body.insert("fixed_interval".into(), json!(fixed));
+                }
+            }
+            let interval = body
+                .get("fixed_interval")
+                .and_then(Value::as_str)
+                .and_then(offset_ms)
+                .filter(|ms| *ms > 0);
+            if let Some(interval) = interval {
+                let mut offset = grid + shift;
+                // Buckets begin at local times of the zone: a shift by its offset while it
+                // keeps one over the field's values, periods of local time where it changes.
+                if let Some(zone) = zone
+                    && let Some((low, high)) = fields.date_bounds(&field)
+                {
+                    match zone.constant_offset_ms(low, high) {
+                        Some(zone_offset) => offset -= zone_offset,
+                        None => {
+                            return calendar_histogram(
+                                &field,
+                                &body,
+                                Step::Fixed(interval, grid),
+                                Some(zone),
+                                shift,
+                                fields,
+                            );
+                        }
+                    }
+                }
+                let offset = offset.rem_euclid(interval);
+                if offset != 0 {
+                    body.insert("offset".into(), json!(format!("{offset}ms")));
                 }
             }
             // Elasticsearch's default: empty buckets inside the bounds are listed.
             body.entry("min_doc_count").or_insert(json!(0));
-            body.remove("time_zone");
             if let Some(order) = body.remove("order") {
                 body.insert(ORDER_MARKER.into(), order);
             }
@@ -862,13 +1033,16 @@ fn translate_one(
     Ok(Value::Object(body))
 }
 
-/// A date_histogram of months, quarters or years, as a range aggregation of the periods
-/// that cover the field's values (with a marker [`finish`] reads); a field without values
-/// has no buckets.
+/// A date_histogram whose buckets tantivy's fixed grid cannot draw (months, quarters, years;
+/// or local days and hours of a zone whose offset changes among the values), as a range
+/// aggregation of the periods that cover the field's values (with a marker [`finish`] reads);
+/// a field without values has no buckets.
 fn calendar_histogram(
     field: &str,
     body: &Map<String, Value>,
-    months: u32,
+    step: Step,
+    zone: Option<Zone>,
+    shift: i64,
     fields: &dyn Fields,
 ) -> Result<Value, DslError> {
     let min_doc_count = body
@@ -879,7 +1053,7 @@ fn calendar_histogram(
     let Some((low, high)) = fields.date_bounds(field) else {
         return Ok(json!({"field": path, "fixed_interval": "1d"}));
     };
-    let bounds = periods(low, high, months)?;
+    let bounds = periods(low, high, step, zone, shift)?;
     // Dates are bucketed in nanoseconds.
     let ranges: Vec<Value> = bounds
         .windows(2)
@@ -890,11 +1064,13 @@ fn calendar_histogram(
         "ranges": ranges,
         CALENDAR_MARKER: {"min_doc_count": min_doc_count},
     });
+    for marker in [ORDER_MARKER, FORMAT_MARKER, TIME_ZONE_MARKER] {
+        if let Some(value) = body.get(marker) {
+            range[marker] = value.clone();
+        }
+    }
     if let Some(order) = body.get("order") {
         range[ORDER_MARKER] = order.clone();
-    }
-    if let Some(format) = body.get(FORMAT_MARKER) {
-        range[FORMAT_MARKER] = format.clone();
     }
     Ok(range)
 }
@@ -982,6 +1158,461 @@ pub fn aggregate_into(
     snapshot.each_docs_index(&mut run)
 }
 
+/// What one aggregation cost over one snapshot, phase by phase (a search's `profile`), and how
+/// the values of its field were held in the segments it read.
+#[derive(Clone, Debug, Default)]
+pub struct Measured {
+    /// Making each segment's collector.
+    pub build_leaf_collector: std::time::Duration,
+    /// Collecting the matching records.
+    pub collect: std::time::Duration,
+    /// Handing over each segment's partial result.
+    pub post_collection: std::time::Duration,
+    /// Merging the segments' partial results.
+    pub reduce: std::time::Duration,
+    pub segments: u64,
+    /// Records collected (live matches).
+    pub collected: u64,
+    /// Segments where the field has no values, numbers (or dates, booleans), or strings
+    /// (collected as term ordinals).
+    pub empty: u64,
+    pub numeric: u64,
+    pub ordinals: u64,
+}
+
+/// [`aggregate_into`], each phase timed: the segments' collectors are made, fed and
+/// harvested here rather than inside tantivy's search loop, which does the same. `field` is
+/// the aggregation's field, whose columns are described in the answer.
+pub fn aggregate_into_measured(
+    snapshot: &TableSnapshot,
+    query: &dyn tantivy::query::Query,
+    request: &Request,
+    field: Option<&str>,
+    partial: &mut Partial,
+) -> Result<Measured> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Instant;
+    use tantivy::collector::{Collector, SegmentCollector};
+    let mut measured = Measured::default();
+    let aggs = &request.aggregations;
+    let mut run = |index: &DocsIndex, deleted: Arc<roaring::RoaringTreemap>| -> Result<()> {
+        let collected = Arc::new(AtomicU64::new(0));
+        let counter = collected.clone();
+        let collector = FilterCollector::new(
+            ROW_ID_FIELD.to_owned(),
+            move |id: u64| {
+                let live = !deleted.contains(id);
+                if live {
+                    counter.fetch_add(1, Ordering::Relaxed);
+                }
+                live
+            },
+            DistributedAggregationCollector::from_aggs(
+                aggs.clone(),
+                AggContextParams::new(limits(), TokenizerManager::default()),
+            ),
+        );
+        let searcher = &index.searcher;
+        let weight = query
+            .weight(tantivy::query::EnableScoring::disabled_from_searcher(
+                searcher,
+            ))
+            .map_err(index_error)?;
+        let mut fruits = Vec::new();
+        for (ord, reader) in searcher.segment_readers().iter().enumerate() {
+            measured.segments += 1;
+            if let Some(field) = field {
+                let name = format!("{KEYWORD_FIELD}.{field}");
+                let fast = reader.fast_fields();
+                let strings = fast.str(&name).map_err(index_error)?.is_some();
+                let numbers = fast
+                    .column_opt::<i64>(&name)
+                    .map_err(index_error)?
+                    .is_some()
+                    || fast
+                        .column_opt::<f64>(&name)
+                        .map_err(index_error)?
+                        .is_some()
+                    || fast
+                        .column_opt::<tantivy::DateTime>(&name)
+                        .map_err(index_error)?
+                        .is_some()
+                    || fast
+                        .column_opt::<bool>(&name)
+                        .map_err(index_error)?
+                        .is_some();
+                match (strings, numbers) {
+                    (true, _) => measured.ordinals += 1,
+                    (false, true) => measured.numeric += 1,
+                    (false, false) => measured.empty += 1,
+                }
+            }
+            let started = Instant::now();
+            let mut child = collector
+                .for_segment(ord as u32, reader)
+                .map_err(index_error)?;
+            measured.build_leaf_collector += started.elapsed();
+            let started = Instant::now();
+            let alive = reader.alive_bitset();
+            weight
+                .for_each_no_score(reader, &mut |docs| {
+                    for doc in docs {
+                        if alive.is_none_or(|a| a.is_alive(*doc)) {
+                            child.collect(*doc, 0.0);
+                        }
+                    }
+                })
+                .map_err(index_error)?;
+            measured.collect += started.elapsed();
+            let started = Instant::now();
+            fruits.push(child.harvest());
+            measured.post_collection += started.elapsed();
+        }
+        let started = Instant::now();
+        let part = collector.merge_fruits(fruits).map_err(index_error)?;
+        match partial.0.as_mut() {
+            Some(merged) => merged.merge_fruits(part).map_err(index_error)?,
+            None => partial.0 = Some(part),
+        }
+        measured.reduce += started.elapsed();
+        measured.collected += collected.load(Ordering::Relaxed);
+        Ok(())
+    };
+    snapshot.each_docs_index(&mut run)?;
+    Ok(measured)
+}
+
+/// The ranges of a range field (`date_range`, `long_range`, ...) in the records a query
+/// matches, each as its inclusive ends (dates in milliseconds); an unbounded end is infinite.
+struct RangeEnds {
+    path: String,
+    dates: bool,
+}
+
+/// One segment's columns of a range field's bounds, and the ranges gathered.
+struct SegmentRanges {
+    ends: [Option<tantivy::columnar::Column<f64>>; 4],
+    dates: [Option<tantivy::columnar::Column<tantivy::DateTime>>; 4],
+    longs: [Option<tantivy::columnar::Column<i64>>; 4],
+    found: Vec<(f64, f64)>,
+}
+
+impl tantivy::collector::Collector for RangeEnds {
+    type Fruit = Vec<(f64, f64)>;
+    type Child = SegmentRanges;
+
+    fn for_segment(
+        &self,
+        _segment: tantivy::SegmentOrdinal,
+        reader: &tantivy::SegmentReader,
+    ) -> tantivy::Result<SegmentRanges> {
+        let fast = reader.fast_fields();
+        let name = |end: &str| format!("{KEYWORD_FIELD}.{}.{end}", self.path);
+        let ends = ["gte", "gt", "lte", "lt"];
+        let mut out = SegmentRanges {
+            ends: [None, None, None, None],
+            dates: [None, None, None, None],
+            longs: [None, None, None, None],
+            found: Vec::new(),
+        };
+        for (i, end) in ends.iter().enumerate() {
+            if self.dates {
+                out.dates[i] = fast.column_opt::<tantivy::DateTime>(&name(end))?;
+            } else {
+                out.longs[i] = fast.column_opt::<i64>(&name(end))?;
+                out.ends[i] = fast.column_opt::<f64>(&name(end))?;
+            }
+        }
+        Ok(out)
+    }
+
+    fn requires_scoring(&self) -> bool {
+        false
+    }
+
+    fn merge_fruits(&self, fruits: Vec<Vec<(f64, f64)>>) -> tantivy::Result<Vec<(f64, f64)>> {
+        Ok(fruits.into_iter().flatten().collect())
+    }
+}
+
+impl tantivy::collector::SegmentCollector for SegmentRanges {
+    type Fruit = Vec<(f64, f64)>;
+
+    fn collect(&mut self, doc: tantivy::DocId, _score: tantivy::Score) {
+        let value = |i: usize| -> Option<f64> {
+            if let Some(column) = &self.dates[i] {
+                return column.first(doc).map(|d| d.into_timestamp_millis() as f64);
+            }
+            if let Some(column) = &self.longs[i]
+                && let Some(n) = column.first(doc)
+            {
+                return Some(n as f64);
+            }
+            self.ends[i].as_ref().and_then(|column| column.first(doc))
+        };
+        let dates = self.dates.iter().any(Option::is_some);
+        let integral = dates || self.longs.iter().any(Option::is_some);
+        let step = |v: f64, up: bool| match (integral, up) {
+            (true, true) => v + 1.0,
+            (true, false) => v - 1.0,
+            (false, true) => v.next_up(),
+            (false, false) => v.next_down(),
+        };
+        let low = value(0)
+            .or_else(|| value(1).map(|v| step(v, true)))
+            .unwrap_or(f64::NEG_INFINITY);
+        let high = value(2)
+            .or_else(|| value(3).map(|v| step(v, false)))
+            .unwrap_or(f64::INFINITY);
+        if value(0).or(value(1)).or(value(2)).or(value(3)).is_some() {
+            self.found.push((low, high));
+        }
+    }
+
+    fn harvest(self) -> Vec<(f64, f64)> {
+        self.found
+    }
+}
+
+/// A `histogram` or `date_histogram` over the range field at `path` (of type `range_type`):
+/// a record counts in every bucket its range overlaps, as Elasticsearch counts it. `sources`
+/// are the searched snapshots with the search's query compiled for each. Served: `interval`,
+/// `fixed_interval` or `calendar_interval`, `offset`, `time_zone`, `min_doc_count`,
+/// `hard_bounds`, `extended_bounds`, `format`; sub-aggregations are not.
+pub fn range_histogram(
+    name: &str,
+    kind: &str,
+    body: &Value,
+    path: &str,
+    sources: &[(&TableSnapshot, &dyn tantivy::query::Query)],
+    now: i64,
+) -> Result<std::result::Result<Value, DslError>> {
+    let dates = kind == "date_histogram";
+    let Value::Object(spec) = body else {
+        return Ok(Err(invalid(format!(
+            "[{kind}] of [{name}] must be an object"
+        ))));
+    };
+    for key in spec.keys() {
+        if !matches!(
+            key.as_str(),
+            "field"
+                | "interval"
+                | "fixed_interval"
+                | "calendar_interval"
+                | "offset"
+                | "time_zone"
+                | "min_doc_count"
+                | "hard_bounds"
+                | "extended_bounds"
+                | "format"
+        ) {
+            return Ok(Err(invalid(format!(
+                "[{key}] of [{kind}] [{name}] over a range field is not supported yet"
+            ))));
+        }
+    }
+    let mut ranges = Vec::new();
+    for (snapshot, query) in sources {
+        let mut run = |index: &DocsIndex, deleted: Arc<roaring::RoaringTreemap>| -> Result<()> {
+            let filtered = FilterCollector::new(
+                ROW_ID_FIELD.to_owned(),
+                move |id: u64| !deleted.contains(id),
+                RangeEnds {
+                    path: path.to_owned(),
+                    dates,
+                },
+            );
+            ranges.extend(
+                index
+                    .searcher
+                    .search(*query, &filtered)
+                    .map_err(index_error)?,
+            );
+            Ok(())
+        };
+        snapshot.each_docs_index(&mut run)?;
+    }
+    Ok(histogram_of_ranges(name, kind, spec, &ranges, now))
+}
+
+/// The buckets of [`range_histogram`] for `ranges` (inclusive ends).
+fn histogram_of_ranges(
+    name: &str,
+    kind: &str,
+    spec: &Map<String, Value>,
+    ranges: &[(f64, f64)],
+    now: i64,
+) -> std::result::Result<Value, DslError> {
+    let dates = kind == "date_histogram";
+    let zone = match spec.get("time_zone").and_then(Value::as_str) {
+        Some(text) => Some(Zone::parse(text).map_err(|r| invalid(format!("[{name}]: {r}")))?),
+        None => None,
+    }
+    .filter(|zone| !zone.is_utc());
+    let bound = |value: &Value| -> Option<f64> {
+        match (value, dates) {
+            (Value::Number(n), _) => n.as_f64(),
+            (Value::String(text), true) => date_math(text, now, false).map(|ms| ms as f64),
+            (Value::String(text), false) => text.parse().ok(),
+            _ => None,
+        }
+    };
+    let bounds_of = |key: &str| -> std::result::Result<Option<(f64, f64)>, DslError> {
+        let Some(object) = spec.get(key) else {
+            return Ok(None);
+        };
+        let (Some(min), Some(max)) = (
+            object.get("min").and_then(bound),
+            object.get("max").and_then(bound),
+        ) else {
+            return Err(invalid(format!(
+                "[{key}] of [{name}] needs a [min] and a [max]"
+            )));
+        };
+        Ok(Some((min, max)))
+    };
+    let hard = bounds_of("hard_bounds")?;
+    let extended = bounds_of("extended_bounds")?;
+    let min_doc_count = spec
+        .get("min_doc_count")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    // The span buckets are drawn over: the finite ends of the ranges, widened by
+    // `extended_bounds`, within `hard_bounds`.
+    let finite = ranges
+        .iter()
+        .flat_map(|(a, b)| [*a, *b])
+        .filter(|v| v.is_finite());
+    let (mut low, mut high) = finite.fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
+        (l.min(v), h.max(v))
+    });
+    if let Some((min, max)) = extended {
+        (low, high) = (low.min(min), high.max(max));
+    }
+    if let Some((min, max)) = hard {
+        // Open ranges reach the hard bounds; nothing goes past them.
+        if ranges.iter().any(|(a, _)| a.is_infinite()) {
+            low = min;
+        }
+        if ranges.iter().any(|(_, b)| b.is_infinite()) {
+            high = max;
+        }
+        (low, high) = (low.max(min), high.min(max));
+    }
+    let mut buckets = Vec::new();
+    if low <= high && low.is_finite() && high.is_finite() {
+        // The buckets' starts from the one holding `low` past `high`.
+        let shift = match spec.get("offset") {
+            None => 0.0,
+            Some(Value::String(text)) if dates => offset_ms(text).ok_or_else(|| {
+                invalid(format!("[offset] of [{name}]: [{text}] is not a duration"))
+            })? as f64,
+            Some(value) => value
+                .as_f64()
+                .or_else(|| value.as_str().and_then(|t| t.parse().ok()))
+                .ok_or_else(|| invalid(format!("[offset] of [{name}] must be a number")))?,
+        };
+        let starts: Vec<f64> = match dates {
+            true => {
+                let interval = ["calendar_interval", "fixed_interval", "interval"]
+                    .iter()
+                    .find_map(|key| spec.get(*key).and_then(Value::as_str))
+                    .ok_or_else(|| {
+                        invalid(format!("[{name}]: a date histogram needs an interval"))
+                    })?;
+                let step = match calendar_months(interval) {
+                    Some(months) => Step::Months(months),
+                    None => {
+                        let fixed = fixed_of_calendar(interval).unwrap_or(interval);
+                        let ms = offset_ms(fixed).filter(|ms| *ms > 0).ok_or_else(|| {
+                            invalid(format!("[{name}]: [{interval}] is not an interval"))
+                        })?;
+                        let grid = if matches!(interval, "week" | "1w") {
+                            4 * DAY_MS
+                        } else {
+                            0
+                        };
+                        Step::Fixed(ms, grid)
+                    }
+                };
+                periods(low as i64, high as i64, step, zone, shift as i64)?
+                    .into_iter()
+                    .map(|ms| ms as f64)
+                    .collect()
+            }
+            false => {
+                let interval = spec
+                    .get("interval")
+                    .and_then(Value::as_f64)
+                    .filter(|i| *i > 0.0)
+                    .ok_or_else(|| {
+                        invalid(format!("[{name}]: a histogram needs an [interval] above 0"))
+                    })?;
+                let first = ((low - shift) / interval).floor() * interval + shift;
+                let count = ((high - first) / interval).floor() as usize + 2;
+                if count > BUCKET_LIMIT as usize {
+                    return Err(invalid(format!(
+                        "[{name}] would have more than {BUCKET_LIMIT} buckets"
+                    )));
+                }
+                (0..count).map(|i| first + i as f64 * interval).collect()
+            }
+        };
+        // A bucket is [start, next start); its key must fall within the hard bounds.
+        let count = starts.len().saturating_sub(1);
+        let mut counts = vec![0i64; count + 1];
+        let index = |v: f64| starts.partition_point(|s| *s <= v).saturating_sub(1);
+        for (a, b) in ranges {
+            if count == 0 || *b < starts[0] || *a >= starts[count] {
+                continue;
+            }
+            let i = index(a.max(starts[0])).min(count - 1);
+            let j = index(*b).min(count - 1);
+            counts[i] += 1;
+            counts[j + 1] -= 1;
+        }
+        let mut running = 0;
+        let format = spec.get("format").cloned();
+        let printer =
+            json!({FORMAT_MARKER: format, TIME_ZONE_MARKER: zone.as_ref().map(zone_name)});
+        for (i, start) in starts.iter().take(count).enumerate() {
+            running += counts[i];
+            if let Some((min, max)) = hard
+                && (*start < min || *start > max)
+            {
+                continue;
+            }
+            let mut bucket = json!({"key": start, "doc_count": running});
+            if dates {
+                bucket["key"] = json!(*start as i64);
+                bucket["key_as_string"] = date_printed(&printer, *start as i64);
+            } else {
+                bucket["key"] = whole(&json!(start));
+            }
+            buckets.push(bucket);
+        }
+    }
+    // Empty buckets are listed between the first and last that are not, or all of them with
+    // `min_doc_count` above 0 left out.
+    let doc_count = |b: &Value| b["doc_count"].as_u64().unwrap_or(0);
+    if min_doc_count == 0 && extended.is_none() {
+        let first = buckets
+            .iter()
+            .position(|b| doc_count(b) > 0)
+            .unwrap_or(buckets.len());
+        let last = buckets
+            .iter()
+            .rposition(|b| doc_count(b) > 0)
+            .map_or(first, |i| i + 1);
+        buckets.truncate(last);
+        buckets.drain(..first);
+    } else if min_doc_count > 0 {
+        buckets.retain(|b| doc_count(b) >= min_doc_count);
+    }
+    Ok(json!({ "buckets": buckets }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1029,7 +1660,14 @@ mod tests {
                 .unwrap()
                 .timestamp_millis()
         };
-        let months = periods(ms("2026-01-31T23:00:00Z"), ms("2026-03-01T00:00:00Z"), 1).unwrap();
+        let months = periods(
+            ms("2026-01-31T23:00:00Z"),
+            ms("2026-03-01T00:00:00Z"),
+            Step::Months(1),
+            None,
+            0,
+        )
+        .unwrap();
         let expected: Vec<i64> = [
             "2026-01-01T00:00:00Z",
             "2026-02-01T00:00:00Z",
@@ -1040,10 +1678,24 @@ mod tests {
         .map(|t| ms(t))
         .collect();
         assert_eq!(months, expected);
-        let quarters = periods(ms("2025-05-05T00:00:00Z"), ms("2025-07-01T00:00:00Z"), 3).unwrap();
+        let quarters = periods(
+            ms("2025-05-05T00:00:00Z"),
+            ms("2025-07-01T00:00:00Z"),
+            Step::Months(3),
+            None,
+            0,
+        )
+        .unwrap();
         assert_eq!(quarters[0], ms("2025-04-01T00:00:00Z"));
         assert_eq!(quarters.len(), 3);
-        let years = periods(ms("2024-12-31T23:59:59Z"), ms("2025-01-01T00:00:00Z"), 12).unwrap();
+        let years = periods(
+            ms("2024-12-31T23:59:59Z"),
+            ms("2025-01-01T00:00:00Z"),
+            Step::Months(12),
+            None,
+            0,
+        )
+        .unwrap();
         assert_eq!(
             years,
             [
@@ -1051,6 +1703,112 @@ mod tests {
                 ms("2025-01-01T00:00:00Z"),
                 ms("2026-01-01T00:00:00Z")
             ]
+        );
+    }
+
+    #[test]
+    fn local_days_of_a_zone_follow_its_clock_changes() {
+        let ms = |text: &str| {
+            chrono::DateTime::parse_from_rfc3339(text)
+                .unwrap()
+                .timestamp_millis()
+        };
+        let paris = Zone::parse("Europe/Paris").ok();
+        // Clocks go forward on 2026-03-29: that day has 23 hours.
+        let days = periods(
+            ms("2026-03-28T12:00:00Z"),
+            ms("2026-03-30T12:00:00Z"),
+            Step::Fixed(DAY_MS, 0),
+            paris,
+            0,
+        )
+        .unwrap();
+        let expected: Vec<i64> = [
+            "2026-03-28T00:00:00+01:00",
+            "2026-03-29T00:00:00+01:00",
+            "2026-03-30T00:00:00+02:00",
+            "2026-03-31T00:00:00+02:00",
+        ]
+        .iter()
+        .map(|t| ms(t))
+        .collect();
+        assert_eq!(days, expected);
+        // Months begin at local midnight, and an offset shifts them in local time.
+        let months = periods(
+            ms("2026-01-15T00:00:00Z"),
+            ms("2026-01-20T00:00:00Z"),
+            Step::Months(1),
+            paris,
+            6 * 3_600_000,
+        )
+        .unwrap();
+        assert_eq!(
+            months,
+            [
+                ms("2026-01-01T06:00:00+01:00"),
+                ms("2026-02-01T06:00:00+01:00")
+            ]
+        );
+    }
+
+    struct Bounded(i64, i64);
+    impl Fields for Bounded {
+        fn is_date(&self, _field: &str) -> bool {
+            true
+        }
+        fn date_bounds(&self, _field: &str) -> Option<(i64, i64)> {
+            Some((self.0, self.1))
+        }
+    }
+
+    #[test]
+    fn a_zone_of_one_offset_shifts_the_grid_and_weeks_begin_on_monday() {
+        let histogram = |body: Value| {
+            let translated = translate(
+                &json!({"h": {"date_histogram": body}}),
+                &Bounded(0, DAY_MS),
+                0,
+            )
+            .unwrap()
+            .translated;
+            translated["h"]["date_histogram"].clone()
+        };
+        let day = histogram(
+            json!({"field": "at", "calendar_interval": "day", "time_zone": "America/Phoenix"}),
+        );
+        assert_eq!(day["offset"], json!("25200000ms"));
+        assert_eq!(day[TIME_ZONE_MARKER], json!("America/Phoenix"));
+        let week = histogram(json!({"field": "at", "calendar_interval": "week"}));
+        assert_eq!(week["offset"], json!(format!("{}ms", 4 * DAY_MS)));
+        let shifted = histogram(
+            json!({"field": "at", "fixed_interval": "1d", "offset": "+6h", "time_zone": "+01:00"}),
+        );
+        assert_eq!(shifted["offset"], json!("18000000ms"));
+        let utc = histogram(json!({"field": "at", "fixed_interval": "1h", "time_zone": "UTC"}));
+        assert!(utc.get("offset").is_none() && utc.get(TIME_ZONE_MARKER).is_none());
+        let error = translate(
+            &json!({"h": {"date_histogram": {"field": "at", "fixed_interval": "1h", "time_zone": "Nowhere/Land"}}}),
+            &Bounded(0, DAY_MS),
+            0,
+        )
+        .unwrap_err();
+        assert!(
+            error.reason.contains("unknown time zone [Nowhere/Land]"),
+            "{}",
+            error.reason
+        );
+    }
+
+    #[test]
+    fn keys_print_in_the_zone() {
+        let request = json!({TIME_ZONE_MARKER: "America/Phoenix"});
+        assert_eq!(
+            date_printed(&request, 1_451_606_400_000),
+            json!("2015-12-31T17:00:00.000-07:00")
+        );
+        assert_eq!(
+            date_printed(&json!({}), 0),
+            json!("1970-01-01T00:00:00.000Z")
         );
     }
 

@@ -27,6 +27,7 @@ pub mod aggs;
 pub mod compile;
 mod request;
 mod result;
+pub mod zone;
 
 use aggregate::aggregate;
 use compile::{self as dsl, DslQuery};
@@ -69,6 +70,8 @@ struct Found {
     total: u64,
     /// The search's deadline passed before every index of it was searched.
     timed_out: bool,
+    /// How long its query took (matching, counting, ranking).
+    took: std::time::Duration,
 }
 
 /// For each dataset of a search, the named parts of its query (`_name`) that match each of its
@@ -198,6 +201,7 @@ impl Engine {
             false => dsl::scaled(query, boost),
         };
         let top = search.from + search.size;
+        let started = Instant::now();
         let plain = search.sort.is_empty()
             && search.search_after.is_none()
             && search.terminate_after.is_none();
@@ -259,6 +263,7 @@ impl Engine {
             hits,
             total,
             timed_out,
+            took: started.elapsed(),
         })
     }
 
@@ -327,20 +332,32 @@ impl Engine {
         for (view, boost) in datasets.iter().zip(boosts) {
             found.push(Self::search_one(view, &search, boost, deadline).await?);
         }
+        let parts = || -> Vec<aggregate::Part> {
+            found
+                .iter()
+                .map(|f| aggregate::Part {
+                    snapshot: f.snapshot.clone(),
+                    docs: f.docs.clone(),
+                    query: f.query.box_clone(),
+                })
+                .collect()
+        };
+        let now = chrono::Utc::now().timestamp_millis();
         let aggregations = match &search.aggs {
             None => None,
             Some(request) => {
-                let parts: Vec<aggregate::Part> = found
-                    .iter()
-                    .map(|f| aggregate::Part {
-                        snapshot: f.snapshot.clone(),
-                        docs: f.docs.clone(),
-                        query: f.query.box_clone(),
-                    })
-                    .collect();
-                let request = request.clone();
-                let now = chrono::Utc::now().timestamp_millis();
+                let (parts, request) = (parts(), request.clone());
                 Some(blocking(move || aggregate(&parts, &request, now)).await??)
+            }
+        };
+        let profile = match (search.profile, &search.aggs) {
+            (false, _) => None,
+            (true, None) => Some(self.profile(&found, vec![Vec::new(); found.len()])),
+            (true, Some(request)) => {
+                let (parts, request) = (parts(), request.clone());
+                let measured =
+                    blocking(move || aggregate::profile(&parts, &request, now)).await??;
+                Some(self.profile(&found, measured))
             }
         };
         let sort = search.effective_sort();
@@ -424,8 +441,14 @@ impl Engine {
                 if !fields_seen.lists(name) || !fields_seen.lists(&read.name) {
                     continue;
                 }
+                // A field asked for several times (in several formats) lists each answer.
                 if let Some(values) = read.values(rows, row) {
-                    fields.insert(field.name.clone(), Value::Array(values));
+                    match fields.get_mut(&field.name) {
+                        Some(Value::Array(listed)) => listed.extend(values),
+                        _ => {
+                            fields.insert(field.name.clone(), Value::Array(values));
+                        }
+                    }
                 }
             }
             fields_seen.apply_to_source(&mut fields);
@@ -462,7 +485,49 @@ impl Engine {
             hits,
             terminated_early: search.terminate_after.map(|limit| total >= limit as u64),
             aggregations: aggregations.map(Aggregations::from_json),
+            profile,
         })
+    }
+
+    /// Elasticsearch's `profile` of a search: a shard per dataset, with its query (its compiled
+    /// form and the time it took to match, count and rank) and its aggregations
+    /// ([`aggregate::profile`]).
+    fn profile(&self, found: &[Found], aggregations: Vec<Vec<Value>>) -> Value {
+        let shards: Vec<Value> = found
+            .iter()
+            .zip(aggregations)
+            .map(|(dataset, aggregations)| {
+                let compiled = format!("{:?}", dataset.query);
+                let type_name = compiled
+                    .split(|c: char| !c.is_alphanumeric() && c != '_')
+                    .next()
+                    .unwrap_or("Query")
+                    .to_owned();
+                let description: String = compiled.chars().take(500).collect();
+                let nanos = dataset.took.as_nanos() as u64;
+                json!({
+                    "id": format!("[{}][{}][0]", self.node(), dataset.name),
+                    "inbound_network_time_in_millis": 0,
+                    "outbound_network_time_in_millis": 0,
+                    "searches": [{
+                        "query": [{
+                            "type": type_name,
+                            "description": description,
+                            "time_in_nanos": nanos,
+                            "breakdown": {},
+                        }],
+                        "rewrite_time": 0,
+                        "collector": [{
+                            "name": "TopDocsCollector",
+                            "reason": "search_top_hits",
+                            "time_in_nanos": nanos,
+                        }],
+                    }],
+                    "aggregations": aggregations,
+                })
+            })
+            .collect();
+        json!({ "shards": shards })
     }
 
     /// /{dataset}/_count: the live records `body`'s query (all without one) matches, in the

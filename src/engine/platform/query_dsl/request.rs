@@ -24,6 +24,7 @@ const DEFAULT_TRACK_TOTAL_HITS: u64 = 10_000;
 /// Keys of a search body this server reads.
 const SEARCH_KEYS: &[&str] = &[
     "query",
+    "profile",
     "from",
     "size",
     "_source",
@@ -75,6 +76,8 @@ pub(super) struct Search {
     /// `timeout`: past it, no further segment is searched, and the answer is `timed_out` with
     /// the hits found so far.
     pub(super) timeout: Option<Duration>,
+    /// `profile`: the answer says what each dataset's query and aggregations cost.
+    pub(super) profile: bool,
 }
 
 impl Search {
@@ -182,14 +185,28 @@ pub(super) fn dates_after(
                     .column(field)
                     .is_some_and(|c| matches!(c.data_type, ColumnType::Timestamp { .. })) =>
             {
-                let ms = match formats.get(field) {
-                    Some(format) => format.read(&json!(text)),
-                    None => strata_projections::table::dates::parse_date_millis(text),
-                };
-                match ms {
-                    Some(ms) => Some(SortValue::Number(ms as f64)),
-                    None => value.clone(),
+                use strata_projections::{schema::TimestampUnit, table::dates};
+                let nanos = table.column(field).is_some_and(|c| {
+                    matches!(
+                        c.data_type,
+                        ColumnType::Timestamp {
+                            unit: TimestampUnit::Nanoseconds,
+                            ..
+                        }
+                    )
+                });
+                // A date_nanos field sorts by whole nanoseconds, a date field by milliseconds.
+                match (nanos, formats.get(field)) {
+                    (true, Some(format)) => format.read_nanos(&json!(text)).map(SortValue::Int),
+                    (true, None) => dates::parse_date_nanos(text).map(SortValue::Int),
+                    (false, Some(format)) => format
+                        .read(&json!(text))
+                        .map(|ms| SortValue::Number(ms as f64)),
+                    (false, None) => {
+                        dates::parse_date_millis(text).map(|ms| SortValue::Number(ms as f64))
+                    }
                 }
+                .or_else(|| value.clone())
             }
             _ => value.clone(),
         })
@@ -347,7 +364,18 @@ impl Search {
         for field in &fields {
             field.check()?;
         }
+        let profile = match body.get("profile") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(flag)) => *flag,
+            Some(other) => {
+                return Err(bad(
+                    "parsing_exception",
+                    format!("[profile] must be a boolean, not {other}"),
+                ));
+            }
+        };
         Ok(Search {
+            profile,
             timeout,
             indices_boost,
             fields,

@@ -24,6 +24,8 @@ pub struct SearchResult {
     /// With `terminate_after`: whether it stopped at that many matches.
     pub terminated_early: Option<bool>,
     pub aggregations: Option<Aggregations>,
+    /// With `profile: true`: Elasticsearch's `profile` object, a shard per dataset.
+    pub profile: Option<serde_json::Value>,
 }
 
 /// How many records a search matches.

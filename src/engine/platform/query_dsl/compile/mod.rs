@@ -30,6 +30,7 @@ use strata_projections::table::{
     ip, text,
 };
 
+mod ranges;
 mod simple;
 mod spatial;
 
@@ -237,6 +238,21 @@ impl Compiler<'_> {
     /// Matches `value` exactly: as a keyword, and as the number, boolean or date it reads as.
     fn term(&self, field: &str, value: &Value) -> Box<dyn Query> {
         let path = self.schema.path(field);
+        // On a range field: the ranges that hold the value.
+        if let Some(kind) = self.schema.range_type(path) {
+            let range = ranges::RangeField {
+                schema: self.schema,
+                path,
+            };
+            return match self.range_point(field, kind, value, false, &Map::new()) {
+                Ok(point) => constant(range.query(
+                    Bound::Included(point),
+                    Bound::Included(point),
+                    ranges::Relation::Intersects,
+                )),
+                Err(_) => Box::new(EmptyQuery),
+            };
+        }
         let mut alternatives: Vec<Box<dyn Query>> = Vec::new();
         let mut add = |term: Term| {
             alternatives.push(Box::new(TermQuery::new(term, IndexRecordOption::Basic)));
@@ -257,6 +273,19 @@ impl Compiler<'_> {
                 .ok()
                 .filter(|f| f.is_finite())
                 .map(|f| NumericalValue::F64(f).normalize()),
+        };
+        // A half_float or float field holds its numbers at its precision: so does the query.
+        let number = match (number, self.schema.rounding(path)) {
+            (Some(number), Some(rounding)) => {
+                let raw = match number {
+                    NumericalValue::I64(n) => n as f64,
+                    NumericalValue::U64(n) => n as f64,
+                    NumericalValue::F64(f) => f,
+                };
+                Some(NumericalValue::F64(rounding.round(raw)).normalize())
+            }
+            (number, None) => number,
+            (None, _) => None,
         };
         if let Some(number) = number {
             let mut term = self.keyword_term(path);
@@ -485,6 +514,9 @@ impl Compiler<'_> {
             )));
         };
         let path = self.schema.path(field);
+        if let Some(kind) = self.schema.range_type(path) {
+            return self.range_field(field, path, kind, spec);
+        }
         let mut lower = (Bound::Unbounded, None::<&Value>);
         let mut upper = (Bound::Unbounded, None::<&Value>);
         for (key, value) in spec {
@@ -564,6 +596,82 @@ impl Compiler<'_> {
             )));
         }
         Ok(constant(any_of(alternatives)))
+    }
+
+    /// A `range` query on a range field: the records whose range relates to the query's as
+    /// its `relation` says (see [`ranges`]).
+    fn range_field(
+        &self,
+        field: &str,
+        path: &str,
+        kind: &str,
+        spec: &Map<String, Value>,
+    ) -> Compiled {
+        let mut lower = Bound::Unbounded;
+        let mut upper = Bound::Unbounded;
+        for (key, value) in spec {
+            let rounding_up = matches!(key.as_str(), "lte" | "to" | "gt");
+            let point = || self.range_point(field, kind, value, rounding_up, spec);
+            match key.as_str() {
+                _ if value.is_null() => {}
+                "gte" | "from" => lower = Bound::Included(point()?),
+                "gt" => lower = Bound::Excluded(point()?),
+                "lte" | "to" => upper = Bound::Included(point()?),
+                "lt" => upper = Bound::Excluded(point()?),
+                "format" | "time_zone" | "boost" | "relation" | "_name" | "include_lower"
+                | "include_upper" => {}
+                other => {
+                    return Err(parsing(format!("[range] query does not support [{other}]")));
+                }
+            }
+        }
+        let relation = ranges::Relation::parse(spec.get("relation").and_then(Value::as_str))?;
+        let range = ranges::RangeField {
+            schema: self.schema,
+            path,
+        };
+        Ok(constant(range.query(lower, upper, relation)))
+    }
+
+    /// A value of a query on the range field `field` of type `kind`, as its bounds' type: a
+    /// date (in the query's `format`, date math, milliseconds), or a number.
+    fn range_point(
+        &self,
+        field: &str,
+        kind: &str,
+        value: &Value,
+        round_up: bool,
+        spec: &Map<String, Value>,
+    ) -> Result<ranges::Point, DslError> {
+        let number = match value {
+            Value::Number(n) => n.as_f64(),
+            Value::String(s) => s.trim().parse::<f64>().ok(),
+            _ => None,
+        };
+        let point = match kind {
+            "date_range" => {
+                let format = match spec.get("format").and_then(Value::as_str) {
+                    Some(text) => Some(
+                        dates::DateFormat::parse(text)
+                            .map_err(|reason| parsing(format!("[range] [format]: {reason}")))?,
+                    ),
+                    None => None,
+                };
+                format
+                    .and_then(|f| f.read(value))
+                    .or_else(|| date_bound(value, self.now, round_up))
+                    .map(ranges::Point::Date)
+            }
+            "long_range" | "integer_range" => number
+                .filter(|f| f.fract() == 0.0)
+                .map(|f| ranges::Point::Long(f as i64)),
+            _ => number.map(ranges::Point::Double),
+        };
+        point.ok_or_else(|| {
+            parsing(format!(
+                "[range] query on the [{kind}] field [{field}]: {value} is not one of its values"
+            ))
+        })
     }
 
     fn boolean(&self, body: &Value) -> Compiled {
