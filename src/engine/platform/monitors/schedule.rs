@@ -134,6 +134,17 @@ impl Schedule {
             }
             _ => trimmed,
         };
+        // A list with an empty item (`,`, `1,`, `,5`) names nothing: croner would search
+        // for a time that never comes (found by fuzzing: `*/10 , * * * 0,7` took seconds).
+        if let Some(field) = pattern
+            .split_whitespace()
+            .find(|field| field.split(',').any(str::is_empty))
+        {
+            return Err(error(
+                "schedule.cron.expression",
+                format!("{trimmed:?}: the field {field:?} lists an empty item"),
+            ));
+        }
         let parser = CronParser::builder()
             .seconds(Seconds::Required)
             .year(Year::Disallowed)

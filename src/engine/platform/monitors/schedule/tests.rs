@@ -174,6 +174,10 @@ fn a_schedule_that_cannot_be_read_names_its_field() {
         "@yearly",
         "0 0 0 31 2 *",
         "",
+        // Found by fuzzing (the schedule target): an empty list, once a search without end.
+        "*/10 , * * * 0,7",
+        "0 1, * * * *",
+        "0 ,1 * * * *",
     ] {
         let error = cron(bad, None).unwrap_err();
         assert_eq!(error.field, "schedule.cron.expression", "{bad}: {error}");
