@@ -275,7 +275,9 @@ impl Compiler<'_> {
                 .map(|f| NumericalValue::F64(f).normalize()),
         };
         // A half_float or float field holds its numbers at its precision: so does the query.
-        let number = match (number, self.schema.rounding(path)) {
+        // The value as written is looked for too, in document indexes built before fields were
+        // rounded.
+        let rounded = match (number, self.schema.rounding(path)) {
             (Some(number), Some(rounding)) => {
                 let raw = match number {
                     NumericalValue::I64(n) => n as f64,
@@ -284,10 +286,9 @@ impl Compiler<'_> {
                 };
                 Some(NumericalValue::F64(rounding.round(raw)).normalize())
             }
-            (number, None) => number,
-            (None, _) => None,
+            _ => None,
         };
-        if let Some(number) = number {
+        for number in number.into_iter().chain(rounded) {
             let mut term = self.keyword_term(path);
             match number {
                 NumericalValue::I64(n) => term.append_type_and_fast_value(n),
