@@ -11,6 +11,7 @@
 pub mod bulk;
 pub mod columns;
 pub mod mapping;
+pub mod settings;
 pub mod source;
 pub mod update;
 
@@ -266,16 +267,8 @@ pub(crate) fn dataset(name: &str, columns: Vec<ColumnDef>) -> TableDef {
         name: name.into(),
         id: "t".into(),
         columns,
-        fts_columns: vec![],
-        exact_columns: vec![],
-        vector_column: None,
-        vector_metric: None,
-        start_offset: 0,
-        created_at_micros: 0,
         dataset: true,
-        date_formats: Default::default(),
-        declared: Default::default(),
-        metrics: false,
+        ..Default::default()
     }
 }
 

@@ -462,6 +462,7 @@ async fn bad_searches_are_refused_with_the_reason() {
             json!({"size": -1}),
             "[size] parameter cannot be negative, found [-1]",
         ),
+        (json!({"profile": "yes"}), "[profile] must be a boolean"),
         (
             json!({"colour": 1}),
             "Unknown key for a search body [colour]",
@@ -2057,6 +2058,23 @@ async fn a_delete_by_query_may_run_as_a_task() {
         .await;
     assert_eq!(rethrottled.status, 200, "{rethrottled:?}");
     assert_eq!(rethrottled.body["nodes"], json!({}));
+    // A rethrottle needs a rate: a float above 0, or -1.
+    for (query, needle) in [
+        ("", "requests_per_second must be set"),
+        ("?requests_per_second=0", "must be a float greater than 0"),
+        ("?requests_per_second=fast", "Found [fast]"),
+    ] {
+        let refused = client
+            .send(
+                "POST",
+                &format!("/_delete_by_query/{task}/_rethrottle{query}"),
+                None,
+            )
+            .await;
+        assert_eq!(refused.status, 400, "{query}: {refused:?}");
+        let message = refused.body["message"].as_str().unwrap();
+        assert!(message.contains(needle), "{query}: {message}");
+    }
 
     // Another user does not see it; the root user learns that an unknown task is unknown.
     let role = "Version: 2025-01-01\nPermissions:\n  - ResourceType: record\n    Actions: [read, write]\n    Resources: [\"logs\"]\n  - ResourceType: metadata\n    Actions: [read]\n    Resources: [\"logs\"]\n";
@@ -2327,4 +2345,137 @@ async fn half_floats_sort_and_match_at_their_precision() {
             .len(),
         0
     );
+}
+
+#[tokio::test]
+async fn index_settings_given_at_creation_limit_searches() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let root = root_user(dir.path(), "acme");
+    let client = Signed::new(&server, &root);
+    // Settings in each spelling; those that mean nothing here are accepted and not kept.
+    let created = client
+        .send(
+            "PUT",
+            "/narrow",
+            Some(&json!({"settings": {
+                "index.max_docvalue_fields_search": 2,
+                "index": {"max_result_window": "50", "number_of_shards": 3},
+            }})),
+        )
+        .await;
+    assert_eq!(created.status, 200, "{created:?}");
+    let wide = client
+        .send(
+            "PUT",
+            "/wide",
+            Some(&json!({"settings": {"max_result_window": 20000}})),
+        )
+        .await;
+    assert_eq!(wide.status, 200, "{wide:?}");
+    for name in ["narrow", "wide"] {
+        let lines = [json!({"index": {"_id": "1"}}), json!({"foo": "bar"})];
+        let written = client
+            .send_ndjson("POST", &format!("/{name}/_bulk"), &lines)
+            .await;
+        assert_eq!(written.body["errors"], false, "{written:?}");
+    }
+    let shown = client.send("GET", "/narrow/_settings", None).await;
+    assert_eq!(shown.status, 200, "{shown:?}");
+    let index = &shown.body["narrow"]["settings"]["index"];
+    assert_eq!(index["max_docvalue_fields_search"], "2", "{shown:?}");
+    assert_eq!(index["max_result_window"], "50", "{shown:?}");
+    assert_eq!(index["number_of_shards"], "1", "{shown:?}");
+    assert_eq!(
+        client.send("GET", "/wide", None).await.body["wide"]["settings"]["index"]["max_result_window"],
+        "20000"
+    );
+
+    // The narrow dataset's limits refuse what the default ones allow, in Elasticsearch's words.
+    for (body, needle) in [
+        (
+            json!({"docvalue_fields": ["one", "two", "three"]}),
+            "Trying to retrieve too many docvalue_fields. Must be less than or equal to: [2] but was [3]. This limit can be set by changing the [index.max_docvalue_fields_search] index level setting.",
+        ),
+        (
+            json!({"from": 45, "size": 10}),
+            "Result window is too large, from + size must be less than or equal to: [50] but was [55].",
+        ),
+    ] {
+        let refused = client.send("POST", "/narrow/_search", Some(&body)).await;
+        assert_eq!(refused.status, 400, "{body}: {refused:?}");
+        let message = refused.body["message"].as_str().unwrap();
+        assert!(message.contains(needle), "{body}: {message}");
+        // A search of several datasets is limited by each.
+        let both = client
+            .send("POST", "/narrow,wide/_search", Some(&body))
+            .await;
+        assert_eq!(both.status, 400, "{body}: {both:?}");
+        let alone = client.send("POST", "/wide/_search", Some(&body)).await;
+        assert_eq!(alone.status, 200, "{body}: {alone:?}");
+    }
+    let within = client
+        .send(
+            "POST",
+            "/narrow/_search",
+            Some(&json!({"docvalue_fields": ["foo.keyword", "_id"], "size": 50})),
+        )
+        .await;
+    assert_eq!(within.status, 200, "{within:?}");
+    assert_eq!(within.body["hits"]["total"]["value"], 1);
+    // A window beyond the default one, where the dataset's setting allows it.
+    let deep = client
+        .send(
+            "POST",
+            "/wide/_search",
+            Some(&json!({"from": 15000, "size": 10})),
+        )
+        .await;
+    assert_eq!(deep.status, 200, "{deep:?}");
+    assert_eq!(deep.body["hits"]["hits"], json!([]));
+    let default = client
+        .send(
+            "POST",
+            "/narrow,wide/_search",
+            Some(&json!({"from": 15000})),
+        )
+        .await;
+    assert_eq!(default.status, 400, "{default:?}");
+
+    // A kept setting out of its range refuses the creation: no dataset is made.
+    for settings in [
+        json!({"index.max_result_window": 0}),
+        json!({"index.max_result_window": 2_000_000}),
+        json!({"index.max_docvalue_fields_search": "many"}),
+    ] {
+        let refused = client
+            .send("PUT", "/refused", Some(&json!({ "settings": settings })))
+            .await;
+        assert_eq!(refused.status, 400, "{settings}: {refused:?}");
+        let message = refused.body["message"].as_str().unwrap();
+        assert!(message.contains("Failed to parse value"), "{message}");
+        assert_eq!(client.send("HEAD", "/refused", None).await.status, 404);
+    }
+    // They are set at creation, not changed later.
+    let changed = client
+        .send(
+            "PUT",
+            "/narrow/_settings",
+            Some(&json!({"index": {"max_result_window": 100}})),
+        )
+        .await;
+    assert_eq!(changed.status, 400, "{changed:?}");
+
+    // The settings are kept across a restart (they are in the dataset's creation event).
+    drop(server);
+    let server = Server::start(dir.path(), &[]);
+    let client = Signed::new(&server, &root);
+    let refused = client
+        .send(
+            "POST",
+            "/narrow/_search",
+            Some(&json!({"from": 45, "size": 10})),
+        )
+        .await;
+    assert_eq!(refused.status, 400, "{refused:?}");
 }

@@ -81,7 +81,7 @@ fn columns_of(columns: &[strata_log::event::Column]) -> Result<Vec<ColumnDef>> {
         .collect()
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TableDef {
     pub name: String,
     /// Unique per incarnation of the name.
@@ -106,6 +106,10 @@ pub struct TableDef {
     /// A metrics dataset (see `TableCreated.metrics`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub metrics: bool,
+    /// A dataset's index settings given at its creation that this server keeps (see
+    /// `TableCreated.settings`): name without `index.` → value.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub settings: BTreeMap<String, String>,
 }
 
 /// What a mapping declares of a dataset's field (see `DeclaredField` in events.proto).
@@ -205,6 +209,11 @@ impl TableDef {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
             declared: declared_of(&created.declared),
+            settings: created
+                .settings
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         })
     }
 
@@ -510,6 +519,7 @@ mod tests {
                 aliases: vec![],
                 declared: Default::default(),
                 metrics: false,
+                settings: [("max_result_window".to_owned(), "50".to_owned())].into(),
             })),
             ..Default::default()
         }
@@ -574,6 +584,7 @@ mod tests {
         let docs = &state.tables["docs"];
         assert_eq!(docs.vector_metric, Some(VectorMetric::L2));
         assert_eq!(docs.date_formats["at"], "epoch_second");
+        assert_eq!(docs.settings["max_result_window"], "50");
         assert_eq!(docs.start_offset, 5);
         assert_eq!(
             docs.column("embedding").unwrap().data_type,

@@ -139,6 +139,9 @@ pub struct Declared {
     pub date_formats: std::collections::BTreeMap<String, String>,
     /// Every declared field, with its Elasticsearch type and parameters.
     pub fields: std::collections::BTreeMap<String, DeclaredField>,
+    /// The index settings of the configuration that the dataset keeps (see
+    /// [`super::settings::kept`]); never from a mapping alone.
+    pub settings: std::collections::BTreeMap<String, String>,
 }
 
 /// The Elasticsearch types whose fields take `ignore_malformed`.

@@ -504,8 +504,9 @@ async fn get_index(
 }
 
 /// PUT /{dataset}: creates an empty dataset. The optional body is an Elasticsearch-style index
-/// configuration: its `mappings` declare columns, its `aliases` are made with it; its
-/// `settings` are accepted and ignored (one shard, no replicas, always).
+/// configuration: its `mappings` declare columns, its `aliases` are made with it; of its
+/// `settings`, the dataset keeps the search limits (`crate::documents::settings`), and the
+/// others are accepted and ignored (one shard, no replicas, always).
 async fn create_dataset(
     Signed {
         state,
@@ -564,7 +565,7 @@ fn check_configuration(
             "unsupported configuration key {key:?} (settings, aliases and mappings are accepted)"
         )));
     }
-    let declared = match object.get("mappings") {
+    let mut declared = match object.get("mappings") {
         Some(mappings) => {
             let declared = crate::documents::mapping::declared_columns(
                 mappings,
@@ -573,8 +574,9 @@ fn check_configuration(
             crate::documents::mapping::check_aliases(&declared, |_| false)?;
             declared
         }
-        None => Default::default(),
+        None => crate::documents::mapping::Declared::default(),
     };
+    declared.settings = crate::documents::settings::kept(object.get("settings"))?;
     let aliases = match object.get("aliases") {
         Some(aliases) => aliases::creation_aliases(aliases)?,
         None => Vec::new(),
@@ -684,23 +686,6 @@ const NO_OP_SETTINGS: &[&str] = &[
     "max_refresh_listeners",
 ];
 
-/// `settings` flattened to dotted names without their `index.` prefix
-/// (`{"index": {"refresh_interval": "1s"}}` is `refresh_interval`).
-fn flat_settings(prefix: &str, settings: &serde_json::Value, out: &mut Vec<String>) {
-    match settings {
-        serde_json::Value::Object(object) => {
-            for (key, value) in object {
-                let name = match prefix.is_empty() {
-                    true => key.clone(),
-                    false => format!("{prefix}.{key}"),
-                };
-                flat_settings(&name, value, out);
-            }
-        }
-        _ => out.push(prefix.strip_prefix("index.").unwrap_or(prefix).to_owned()),
-    }
-}
-
 /// PUT /{index}/_settings: index settings that mean nothing here ([`NO_OP_SETTINGS`]) are
 /// acknowledged for the datasets the path names; any other is a 400 that names it (a setting
 /// is never silently dropped).
@@ -716,14 +701,12 @@ async fn put_settings(
         .map_err(|e| Error::BadRequest(format!("[parsing_exception] the body is not JSON: {e}")))
         .map_err(PlatformError::of(operation))?;
     let settings = settings.get("settings").unwrap_or(&settings);
-    let mut names_set = Vec::new();
-    flat_settings("", settings, &mut names_set);
-    if let Some(other) = names_set
-        .iter()
-        .find(|name| !NO_OP_SETTINGS.contains(&name.as_str()))
+    if let Some((other, _)) = crate::documents::settings::flat(settings)
+        .into_iter()
+        .find(|(name, _)| !NO_OP_SETTINGS.contains(&name.as_str()))
     {
         return Err(PlatformError::of(operation)(Error::BadRequest(format!(
-            "[illegal_argument_exception] setting [index.{other}] cannot be changed here (those accepted, without effect: {})",
+            "[illegal_argument_exception] setting [index.{other}] cannot be changed here (a dataset's search limits, such as index.max_result_window, are set when it is created; accepted here, without effect: {})",
             NO_OP_SETTINGS.join(", ")
         ))));
     }
@@ -764,13 +747,17 @@ async fn settings(
 
 /// A dataset's settings as Elasticsearch shows an index's.
 fn index_settings(def: &strata_projections::catalog::TableDef) -> serde_json::Value {
-    json!({"index": {
-        "number_of_shards": "1",
-        "number_of_replicas": "0",
-        "uuid": def.id,
-        "provided_name": def.name,
-        "creation_date": (def.created_at_micros / 1000).to_string(),
-    }})
+    let mut index = crate::documents::settings::Limits::shown(def);
+    for (name, value) in [
+        ("number_of_shards", "1".to_owned()),
+        ("number_of_replicas", "0".to_owned()),
+        ("uuid", def.id.clone()),
+        ("provided_name", def.name.clone()),
+        ("creation_date", (def.created_at_micros / 1000).to_string()),
+    ] {
+        index.insert(name.to_owned(), Value::String(value));
+    }
+    json!({ "index": index })
 }
 
 /// What `GET /_cat/indices` takes: `format=json` (else a text table), `v` (a header line), and

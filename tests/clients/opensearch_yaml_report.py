@@ -48,9 +48,8 @@ def cause(reason):
     if "conflict" in reason:
         return "records have no versions: a delete by query meets no version conflicts"
     if re.search(r"expected an error matching|expected (400|404|409|503)|expected an error status", reason):
-        return ("a check Elasticsearch makes is not made, or is worded otherwise (index settings such "
-                "as max_docvalue_fields_search, a bulk action's `_version` answered as a missing "
-                "index)")
+        return ("a check Elasticsearch makes is not made, or is worded otherwise (a bulk action's "
+                "`_version` answered as a missing index)")
     if "unsupported catch" in reason:
         return "the runner does not implement `catch: param` (a client-side check)"
     if "outside the dates an index holds" in reason:

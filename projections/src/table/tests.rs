@@ -47,16 +47,9 @@ fn table() -> Arc<TableDef> {
                 nullable: true,
             },
         ],
-        fts_columns: vec![],
-        exact_columns: vec![],
         vector_column: Some("v".into()),
         vector_metric: Some(VectorMetric::L2),
-        start_offset: 0,
-        created_at_micros: 0,
-        dataset: false,
-        date_formats: Default::default(),
-        declared: Default::default(),
-        metrics: false,
+        ..Default::default()
     })
 }
 
@@ -736,16 +729,9 @@ fn metrics_table() -> Arc<TableDef> {
             column("__name__", ColumnType::Utf8, true),
             column("job", ColumnType::Utf8, true),
         ],
-        fts_columns: vec![],
-        exact_columns: vec![],
-        vector_column: None,
-        vector_metric: None,
-        start_offset: 0,
-        created_at_micros: 0,
         dataset: true,
-        date_formats: Default::default(),
-        declared: Default::default(),
         metrics: true,
+        ..Default::default()
     })
 }
 

@@ -574,16 +574,8 @@ mod tests {
                 column("host", ColumnType::Utf8),
                 column("n", ColumnType::Int64),
             ],
-            fts_columns: vec![],
             exact_columns: vec!["id".into(), "host".into(), "n".into()],
-            vector_column: None,
-            vector_metric: None,
-            start_offset: 0,
-            created_at_micros: 0,
-            dataset: false,
-            date_formats: Default::default(),
-            declared: Default::default(),
-            metrics: false,
+            ..Default::default()
         }
     }
 

@@ -381,6 +381,7 @@ impl Engine {
                 .collect(),
             aliases,
             metrics: kind == Kind::Metrics,
+            settings: declared.settings.into_iter().collect(),
             ..Default::default()
         };
         permit.write(Body::TableCreated(created), origin).await?;

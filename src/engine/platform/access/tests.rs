@@ -579,16 +579,8 @@ fn dataset_of(columns: &[&str]) -> TableDef {
                 nullable: true,
             })
             .collect(),
-        fts_columns: Vec::new(),
-        exact_columns: Vec::new(),
-        vector_column: None,
-        vector_metric: None,
-        start_offset: 0,
-        created_at_micros: 0,
         dataset: true,
-        date_formats: Default::default(),
-        declared: Default::default(),
-        metrics: false,
+        ..Default::default()
     }
 }
 

@@ -10,16 +10,8 @@ fn dataset(name: &str) -> Arc<TableDef> {
         name: name.to_owned(),
         id: format!("id-{name}"),
         columns: Vec::new(),
-        fts_columns: Vec::new(),
-        exact_columns: Vec::new(),
-        vector_column: None,
-        vector_metric: None,
-        start_offset: 0,
-        created_at_micros: 0,
         dataset: true,
-        date_formats: Default::default(),
-        declared: Default::default(),
-        metrics: false,
+        ..Default::default()
     })
 }
 

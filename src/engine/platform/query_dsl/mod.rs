@@ -200,7 +200,7 @@ impl Engine {
             true => query,
             false => dsl::scaled(query, boost),
         };
-        let top = search.from + search.size;
+        let top = search.from.saturating_add(search.size);
         let started = Instant::now();
         let plain = search.sort.is_empty()
             && search.search_after.is_none()
@@ -324,6 +324,15 @@ impl Engine {
             )
             .await?
             .datasets;
+        // Each dataset's settings limit the search, as each index's do a search of several.
+        let window = u64::try_from(search.from.saturating_add(search.size)).unwrap_or(u64::MAX);
+        let docvalue_fields = u64::try_from(search.docvalue_fields).unwrap_or(u64::MAX);
+        for view in &datasets {
+            let limits = crate::documents::settings::Limits::of(&view.def);
+            if let Some(reason) = limits.refusal(window, docvalue_fields) {
+                return Err(bad("illegal_argument_exception", reason));
+            }
+        }
         let boosts = self
             .boosts(principal, &search, &datasets, options.ignore_unavailable)
             .await?;

@@ -15,9 +15,6 @@ use crate::{
     error::Result,
 };
 
-/// The largest `from + size` (Elasticsearch's `index.max_result_window`).
-pub const MAX_RESULT_WINDOW: usize = 10_000;
-
 /// How many hits are counted exactly unless `track_total_hits` says otherwise.
 const DEFAULT_TRACK_TOTAL_HITS: u64 = 10_000;
 
@@ -70,6 +67,9 @@ pub(super) struct Search {
     pub(super) terminate_after: Option<usize>,
     /// Fields each hit lists under `fields` (`docvalue_fields` and `fields`).
     pub(super) fields: Vec<FieldRequest>,
+    /// How many of `fields` the body's `docvalue_fields` asks for (a dataset's
+    /// `index.max_docvalue_fields_search` limits them).
+    pub(super) docvalue_fields: usize,
     /// `indices_boost`: a dataset's scores are multiplied by the boost of the first entry that
     /// names it (by its name, a pattern, or an alias).
     pub(super) indices_boost: Vec<(String, f32)>,
@@ -267,15 +267,6 @@ impl Search {
         }
         let from = usize_of(body, "from", 0)?;
         let size = usize_of(body, "size", 10)?;
-        if from + size > MAX_RESULT_WINDOW {
-            return Err(bad(
-                "illegal_argument_exception",
-                format!(
-                    "Result window is too large, from + size must be less than or equal to: [{MAX_RESULT_WINDOW}] but was [{}]. See the scroll api for a more efficient way to request large data sets.",
-                    from + size
-                ),
-            ));
-        }
         let track_total_hits = match body.get("track_total_hits") {
             None | Some(Value::Null) => Some(DEFAULT_TRACK_TOTAL_HITS),
             Some(Value::Bool(true)) => Some(u64::MAX),
@@ -360,6 +351,7 @@ impl Search {
         };
         let indices_boost = parse_indices_boost(body.get("indices_boost"))?;
         let mut fields = FieldRequest::parse_list("docvalue_fields", body.get("docvalue_fields"))?;
+        let docvalue_fields = fields.len();
         fields.extend(FieldRequest::parse_list("fields", body.get("fields"))?);
         for field in &fields {
             field.check()?;
@@ -376,6 +368,7 @@ impl Search {
         };
         Ok(Search {
             profile,
+            docvalue_fields,
             timeout,
             indices_boost,
             fields,
