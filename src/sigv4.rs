@@ -530,13 +530,17 @@ pub fn canonical_query(query: &str) -> String {
         .join("&")
 }
 
+/// The query's parameters as the handlers read them (form decoding, where a `+` is a space),
+/// so that the signature covers what they mean: `q=a+b` and `q=a%2Bb` are two requests, and
+/// one's signature never passes for the other. AWS's SDKs send a space as `%20` and a plus as
+/// `%2B`, which read the same either way.
 fn decoded_query(query: &str) -> Vec<(String, String)> {
     query
         .split('&')
         .filter(|pair| !pair.is_empty())
         .map(|pair| {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (decode(k), decode(v))
+            (decode(&k.replace('+', " ")), decode(&v.replace('+', " ")))
         })
         .collect()
 }
@@ -573,7 +577,8 @@ pub fn encode(text: &str) -> String {
     out
 }
 
-/// Percent-decoding (a `+` stays a `+`); invalid escapes are kept as they are.
+/// Percent-decoding (a `+` stays a `+`: a query's are spaces by then); invalid escapes are kept
+/// as they are.
 fn decode(text: &str) -> String {
     let hex = |byte: u8| (byte as char).to_digit(16);
     let bytes = text.as_bytes();
