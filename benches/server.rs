@@ -123,6 +123,12 @@ impl Server {
         }
     }
 
+    /// The server's process id.
+    #[allow(dead_code)]
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The server's resident memory, from /proc (the contention benchmark's only).
     #[allow(dead_code)]
     pub fn rss_bytes(&self) -> u64 {
