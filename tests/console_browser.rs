@@ -134,6 +134,7 @@ async fn the_console_works_in_a_browser() {
         "datasets listed",
         "keyboard",
         "sql rows",
+        "sort",
         "export",
         "time range",
         "promql line chart",

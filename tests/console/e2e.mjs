@@ -107,6 +107,19 @@ try {
     const cells = await page.locator('table.results tbody tr').allInnerTexts();
     assert.deepEqual(cells.map((c) => c.split('\t')), [['a', '2'], ['b', '1']]);
     passed('sql rows', {theme});
+    // Sorted by a column: ascending, then descending, then ascending again.
+    const byHost = page.locator('table.results th button.sort').first();
+    const order = async () => (await page.locator('table.results tbody tr').allInnerTexts()).map((c) => c.split('\t')[0]);
+    await byHost.click();
+    await page.locator('table.results th[aria-sort="ascending"]').waitFor();
+    assert.deepEqual(await order(), ['a', 'b']);
+    await byHost.click();
+    await page.locator('table.results th[aria-sort="descending"]').waitFor();
+    assert.deepEqual(await order(), ['b', 'a']);
+    await byHost.click();
+    await page.locator('table.results th[aria-sort="ascending"]').waitFor();
+    assert.deepEqual(await order(), ['a', 'b']);
+    passed('sort', {theme});
     await page.getByRole('tab', {name: 'Chart'}).click();
     await page.getByRole('img', {name: 'Bar chart'}).locator('canvas').first().waitFor();
     const [saved] = await Promise.all([
