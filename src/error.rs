@@ -36,6 +36,9 @@ pub enum ErrorCode {
     /// A database bound to a bucket that was not verified yet: not transient, verify it.
     PendingVerification,
     PayloadTooLarge,
+    /// The disk holding the log is full: nothing was written; writes succeed again once an
+    /// operator made room.
+    InsufficientStorage,
     /// Too many tries (failed console sign-ins of one user name): wait, then try again.
     TooManyRequests,
     NotFound,
@@ -70,6 +73,7 @@ impl ErrorCode {
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::PendingVerification => "pending_verification",
             ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::InsufficientStorage => "insufficient_storage",
             ErrorCode::TooManyRequests => "too_many_requests",
             ErrorCode::NotFound => "not_found",
             ErrorCode::Gone => "gone",
@@ -225,6 +229,9 @@ impl Error {
             }
             // The broker is unreachable or refuses (too few in-sync replicas): retry later.
             Error::Log(strata_log::Error::Backend(_)) => ErrorCode::Unavailable,
+            // A write failed and nothing of it was acknowledged; the next one tries again.
+            Error::Log(strata_log::Error::WriteFailed { .. }) => ErrorCode::Unavailable,
+            Error::Log(strata_log::Error::StorageFull { .. }) => ErrorCode::InsufficientStorage,
             Error::Log(_) | Error::Projection(_) | Error::Internal(_) => ErrorCode::Internal,
         }
     }
@@ -253,5 +260,11 @@ mod tests {
             Error::Log(strata_log::Error::Closed).code(),
             ErrorCode::Internal
         );
+        let full = Error::Log(strata_log::Error::StorageFull {
+            partition: "t".to_owned(),
+            cause: "No space left on device (os error 28)".to_owned(),
+        });
+        assert_eq!(full.code(), ErrorCode::InsufficientStorage);
+        assert!(full.public_message().contains("No space left"));
     }
 }

@@ -1,6 +1,6 @@
-//! Crash safety of the catalog, against the real binary: kill -9 the server while several
-//! clients create databases and tables, restart it, and every acknowledged database and table is
-//! there, complete; nothing is half-applied.
+//! Crash safety against the real binary: kill -9 the server while several clients create
+//! databases and tables or append rows, restart it, and every acknowledged write is there,
+//! complete; nothing is half-applied. A full disk refuses writes and recovers when space returns.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -8,11 +8,12 @@ mod common;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
+    path::Path,
     sync::{Arc, Mutex},
     time::Duration,
 };
 
-use common::{Server, account_with_key, docs_table};
+use common::{Server, Signed, Tmpfs, account_with_key, docs_table};
 use serde_json::{Value, json};
 
 const CLIENTS: usize = 6;
@@ -259,4 +260,300 @@ async fn acknowledged_rows_survive_kill_9_and_no_request_is_half_applied() {
             );
         }
     }
+}
+
+/// A table of requests: each request appends five rows that carry its name.
+fn requests_table() -> Value {
+    json!({"name": "t", "schema": [
+        {"name": "request", "type": "utf8", "nullable": false},
+        {"name": "i", "type": "int64", "nullable": false}]})
+}
+
+/// Appends the five rows of `request` to `db.t`.
+async fn append_request(client: &common::Client, request: &str) -> common::Answer {
+    let rows: Vec<Value> = (0..5)
+        .map(|i| json!({"request": request, "i": i}))
+        .collect();
+    let body = json!({ "data": rows }).to_string();
+    client
+        .try_send_json(reqwest::Method::POST, "/v1/append/db?table=t", &body)
+        .await
+        .unwrap()
+}
+
+/// How many rows of `db.t` each request has.
+async fn rows_per_request(client: &common::Client) -> BTreeMap<String, u64> {
+    let body = json!({"sql": "SELECT request, count(*) AS n FROM t GROUP BY request"}).to_string();
+    let answer = client
+        .try_send_json(reqwest::Method::POST, "/v1/query_sql/db", &body)
+        .await
+        .unwrap();
+    assert_eq!(answer.status, 200, "{answer:?}");
+    answer.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            (
+                row["request"].as_str().unwrap().to_owned(),
+                row["n"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Every request of `acked` with its five rows: what `rows_per_request` must find.
+fn five_each<'a>(acked: impl IntoIterator<Item = &'a String>) -> BTreeMap<String, u64> {
+    acked.into_iter().map(|r| (r.clone(), 5)).collect()
+}
+
+/// `strata-replay verify` over the data directory (the server stopped) finds the tables as the
+/// log says they are.
+fn verify_passes(output: std::process::Output) {
+    let said = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{said}");
+    assert!(said.contains(" 0 mismatched"), "{said}");
+}
+
+/// A full disk, as a tmpfs of 64 MiB filled to the last byte: appends are refused with 507
+/// `insufficient_storage` and nothing of them is applied; what was acknowledged stays readable;
+/// once there is room again appends succeed without a restart, and after kill -9 every
+/// acknowledged request is there exactly once and `strata-replay verify` agrees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_full_disk_refuses_writes_with_507_and_writing_resumes_when_space_returns() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("data");
+    let Some(tmpfs) = Tmpfs::mount(&dir, "64m") else {
+        return;
+    };
+    let dir = tmpfs.dir.clone();
+    tmpfs.strata(&dir, &["accounts", "create", "acme"]);
+    let key: Value = serde_json::from_str(
+        &tmpfs.strata(&dir, &["keys", "create", "--account", "acme", "--json"]),
+    )
+    .unwrap();
+    let key = key["key"].as_str().unwrap();
+    let root: Value = serde_json::from_str(&tmpfs.strata(
+        &dir,
+        &["users", "create-root", "--account", "acme", "--json"],
+    ))
+    .unwrap();
+    let root = common::Credentials {
+        access_key: root["access_key"].as_str().unwrap().to_owned(),
+        secret_key: root["secret_key"].as_str().unwrap().to_owned(),
+    };
+    // Small flushes: segments are written (and fail to be) while the disk is full.
+    let args = ["--set", "tables.flush_rows=50"];
+    let mut server = Server::start_on(&tmpfs, &dir, &args);
+    let client = server.client(key);
+    assert_eq!(client.create_database("db").await.status, 201);
+    assert_eq!(
+        client.create_table("db", &requests_table()).await.status,
+        200
+    );
+    let platform = Signed::new(&server, &root);
+    let bulk = |id: String| {
+        let platform = platform.clone();
+        async move {
+            let lines = [
+                json!({"index": {"_index": "logs", "_id": id}}),
+                json!({"id": id}),
+            ];
+            let answer = platform.send_ndjson("POST", "/_bulk", &lines).await;
+            assert_eq!(answer.status, 200, "{answer:?}");
+            answer.body["items"][0]["index"].clone()
+        }
+    };
+    let mut bulked = BTreeSet::new();
+    let mut acked = BTreeSet::new();
+    for n in 0..20 {
+        let id = format!("before-{n}");
+        assert_eq!(bulk(id.clone()).await["status"], 201);
+        bulked.insert(id);
+    }
+    for n in 0..20 {
+        let request = format!("before-{n}");
+        assert_eq!(append_request(&client, &request).await.status, 200);
+        acked.insert(request);
+    }
+
+    // No room left: the segment's last page may still take a few appends, then one is refused.
+    let filler = tmpfs.fill();
+    let mut refused = None;
+    for n in 0..1000 {
+        let request = format!("full-{n}");
+        let answer = append_request(&client, &request).await;
+        match answer.status {
+            200 => {
+                acked.insert(request);
+            }
+            _ => {
+                refused = Some(answer);
+                break;
+            }
+        }
+    }
+    let refused = refused.expect("1000 appends fit on a full disk");
+    assert_eq!(refused.status, 507, "{refused:?}");
+    assert_eq!(refused.code(), "insufficient_storage", "{refused:?}");
+    assert!(
+        refused.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("No space left"),
+        "{refused:?}"
+    );
+    // A bulk item too, once its dataset's segment has no room left.
+    let mut refused = None;
+    for n in 0..1000 {
+        let id = format!("full-{n}");
+        let item = bulk(id.clone()).await;
+        match item["status"].as_u64() {
+            Some(201) => {
+                bulked.insert(id);
+            }
+            _ => {
+                refused = Some(item);
+                break;
+            }
+        }
+    }
+    let refused = refused.expect("1000 bulk items fit on a full disk");
+    assert_eq!(refused["status"], 507, "{refused}");
+    assert_eq!(
+        refused["error"]["type"], "insufficient_storage_exception",
+        "{refused}"
+    );
+    // Still full: refused again, and reads answer with exactly what was acknowledged.
+    assert_eq!(append_request(&client, "still-full").await.status, 507);
+    assert_eq!(rows_per_request(&client).await, five_each(&acked));
+    let ids = |platform: Signed| async move {
+        let body = json!({"size": 10_000, "_source": false, "query": {"match_all": {}}});
+        let answer = platform
+            .send_json("POST", "/logs/_search", Some(&body))
+            .await;
+        assert_eq!(answer.status, 200, "{answer:?}");
+        common::hit_ids(&answer)
+            .into_iter()
+            .collect::<Vec<String>>()
+    };
+    let sorted = |set: &BTreeSet<String>| set.iter().cloned().collect::<Vec<String>>();
+    assert_eq!(ids(platform.clone()).await, sorted(&bulked));
+
+    // Room again: the next append succeeds, without a restart.
+    std::fs::remove_file(&filler).unwrap();
+    for n in 0..20 {
+        let request = format!("after-{n}");
+        let answer = append_request(&client, &request).await;
+        assert_eq!(answer.status, 200, "{answer:?}");
+        acked.insert(request);
+    }
+    assert_eq!(rows_per_request(&client).await, five_each(&acked));
+    for n in 0..5 {
+        let id = format!("after-{n}");
+        assert_eq!(bulk(id.clone()).await["status"], 201);
+        bulked.insert(id);
+    }
+
+    // And all of it survives kill -9, exactly once, as the log and the tables agree.
+    server.kill9();
+    verify_passes(tmpfs.replay(&dir, &["verify"]));
+    let server = Server::start_on(&tmpfs, &dir, &args);
+    assert_eq!(
+        rows_per_request(&server.client(key)).await,
+        five_each(&acked)
+    );
+    assert_eq!(
+        ids(Signed::new(&server, &root)).await,
+        sorted(&bulked),
+        "each acknowledged record, once"
+    );
+}
+
+/// The last segment file of every partition of the file log under `dir`: (partition directory,
+/// segment file, its length).
+fn last_segments(dir: &Path) -> Vec<(std::path::PathBuf, std::path::PathBuf, u64)> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(at) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&at) else {
+            continue;
+        };
+        let mut segments = Vec::new();
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "log")
+                && path.file_stem().is_some_and(|s| s.len() == 20)
+            {
+                segments.push(path);
+            }
+        }
+        if at.join("NAME").exists()
+            && let Some(last) = segments.into_iter().max()
+        {
+            let len = std::fs::metadata(&last).unwrap().len();
+            found.push((at, last, len));
+        }
+    }
+    found.sort();
+    found
+}
+
+/// A write torn by the crash: the last segment of a table's partition ends with half a frame
+/// (a copy of its last frame, cut short). The restart cuts it off; every acknowledged request is
+/// there exactly once, writing resumes, and `strata-replay verify` agrees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_torn_write_at_the_end_of_the_log_is_cut_off_and_nothing_acknowledged_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = account_with_key(dir.path(), "acme", None);
+    let mut server = Server::start(dir.path(), &[]);
+    let client = server.client(&key);
+    assert_eq!(client.create_database("db").await.status, 201);
+    assert_eq!(
+        client.create_table("db", &requests_table()).await.status,
+        200
+    );
+    let mut acked: Vec<String> = (0..11).map(|n| format!("r{n}")).collect();
+    for request in &acked[..10] {
+        assert_eq!(append_request(&client, request).await.status, 200);
+    }
+    // The frame of one more append: the bytes its acknowledgement added to one partition.
+    let before = last_segments(dir.path());
+    assert_eq!(append_request(&client, &acked[10]).await.status, 200);
+    let after = last_segments(dir.path());
+    let grown: Vec<_> = before
+        .iter()
+        .zip(&after)
+        .filter(|(b, a)| b.1 == a.1 && a.2 > b.2)
+        .map(|(b, a)| (a.1.clone(), b.2, a.2))
+        .collect();
+    assert_eq!(grown.len(), 1, "one append grew one segment: {grown:?}");
+    let (segment, from, to) = grown[0].clone();
+    server.kill9();
+
+    let bytes = std::fs::read(&segment).unwrap();
+    let frame = &bytes[from as usize..to as usize];
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&segment)
+        .unwrap();
+    std::io::Write::write_all(&mut file, &frame[..frame.len() / 2]).unwrap();
+    drop(file);
+
+    let server = Server::start(dir.path(), &[]);
+    assert_eq!(
+        std::fs::metadata(&segment).unwrap().len(),
+        to,
+        "the torn frame is cut off"
+    );
+    let client = server.client(&key);
+    assert_eq!(rows_per_request(&client).await, five_each(&acked));
+    acked.push("r11".to_owned());
+    assert_eq!(append_request(&client, &acked[11]).await.status, 200);
+    assert_eq!(rows_per_request(&client).await, five_each(&acked));
+    drop(server);
+    verify_passes(common::replay(dir.path(), &["verify"]));
 }

@@ -29,8 +29,15 @@ pub enum Error {
     #[error("batch of {bytes} bytes exceeds the largest the log accepts ({max})")]
     BatchTooLarge { bytes: usize, max: usize },
 
-    #[error("partition {partition} stopped accepting writes after an earlier I/O failure: {cause}")]
-    Poisoned { partition: String, cause: String },
+    /// A write to the partition failed; nothing of it was acknowledged, and the next write tries
+    /// again (unless the partition was deleted).
+    #[error("writing to partition {partition} failed: {cause}")]
+    WriteFailed { partition: String, cause: String },
+
+    /// The disk (or the quota) holding the partition is full: nothing of the write was
+    /// acknowledged, and writes succeed again once there is room.
+    #[error("no space left for partition {partition}: {cause}")]
+    StorageFull { partition: String, cause: String },
 
     #[error("undecodable event at offset {offset} of partition {partition}: {source}")]
     Decode {

@@ -127,10 +127,23 @@ impl Server {
 
     /// As [`Server::start`], with these environment variables.
     pub fn start_with(dir: &Path, extra: &[&str], env: &[(&'static str, String)]) -> Server {
+        let mut command = Command::new(bin());
+        command.envs(env.iter().map(|(k, v)| (k, v)));
+        Self::launch(dir, command, &dir.join("server.json"), extra)
+    }
+
+    /// Starts a server on a directory of `tmpfs` (its own mount namespace), with the file log.
+    pub fn start_on(tmpfs: &Tmpfs, dir: &Path, extra: &[&str]) -> Server {
+        let info = tmpfs.outside(&dir.join("server.json"));
+        Self::launch(dir, tmpfs.command(bin()), &info, extra)
+    }
+
+    /// Runs `command serve ...` on `dir` and waits for the server's info file at `info_path`.
+    fn launch(dir: &Path, mut command: Command, info_path: &Path, extra: &[&str]) -> Server {
         std::fs::create_dir_all(dir).unwrap();
         let n = STARTS.fetch_add(1, Ordering::SeqCst);
         let log = dir.join(format!("serve-{n}.log"));
-        let mut child = Command::new(bin())
+        let mut child = command
             .args([
                 "serve",
                 "--data-addr",
@@ -141,13 +154,11 @@ impl Server {
             .arg("--data-dir")
             .arg(dir)
             .args(extra)
-            .envs(env.iter().map(|(k, v)| (k, v)))
             .env_remove("RUST_LOG")
             .stdout(Stdio::null())
             .stderr(File::create(&log).unwrap())
             .spawn()
             .expect("spawn strata serve");
-        let info_path = dir.join("server.json");
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(status) = child.try_wait().unwrap() {
@@ -156,7 +167,7 @@ impl Server {
                     std::fs::read_to_string(&log).unwrap_or_default()
                 );
             }
-            if let Some(info) = std::fs::read(&info_path)
+            if let Some(info) = std::fs::read(info_path)
                 .ok()
                 .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
                 .filter(|info| info["pid"].as_u64() == Some(u64::from(child.id())))
@@ -236,6 +247,124 @@ impl Drop for Server {
                 tail.join("\n")
             );
         }
+    }
+}
+
+/// A tmpfs of a fixed size mounted on a directory in a mount namespace of its own, which a
+/// holder process keeps alive: a disk that fills up, for the processes started through
+/// [`Tmpfs::command`]; the test reaches its files through the holder's `/proc/<pid>/root`.
+/// Dropping it kills the holder, and the tmpfs goes with the namespace: nothing stays mounted.
+pub struct Tmpfs {
+    holder: Child,
+    pub dir: PathBuf,
+}
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` (as mount's `size=` option takes it) on `dir`. None where this
+    /// process may not make a mount namespace (it is not root); CI runs as root, so there it
+    /// panics instead.
+    pub fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
+        use std::io::BufRead;
+        std::fs::create_dir_all(dir).unwrap();
+        let dir = std::fs::canonicalize(dir).unwrap();
+        let mut holder = Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg(r#"mount -t tmpfs -o "size=$1" strata-test "$2" && echo mounted && exec sleep 3600"#)
+            .args(["sh", size])
+            .arg(&dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn unshare");
+        let mut line = String::new();
+        std::io::BufReader::new(holder.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        if line.trim() != "mounted" {
+            let output = holder.wait_with_output().unwrap();
+            let why = String::from_utf8_lossy(&output.stderr).into_owned();
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI runs as root and must be able to mount a tmpfs: {why}"
+            );
+            eprintln!("skipped: cannot mount a tmpfs in a mount namespace here: {why}");
+            return None;
+        }
+        Some(Tmpfs { holder, dir })
+    }
+
+    /// `program`, to be run inside the tmpfs's mount namespace (nsenter execs it: the child's
+    /// pid is the program's).
+    pub fn command(&self, program: &str) -> Command {
+        let mut command = Command::new("nsenter");
+        command
+            .args(["--target", &self.holder.id().to_string(), "--mount", "--"])
+            .arg(program);
+        command
+    }
+
+    /// Where a path as the namespace sees it is, for this process.
+    pub fn outside(&self, path: &Path) -> PathBuf {
+        let relative = path.strip_prefix("/").unwrap_or(path);
+        Path::new(&format!("/proc/{}/root", self.holder.id())).join(relative)
+    }
+
+    /// Runs `strata <args> --data-dir <dir>` inside the namespace; it must succeed. Returns its
+    /// stdout.
+    pub fn strata(&self, dir: &Path, args: &[&str]) -> String {
+        let output = self
+            .command(bin())
+            .args(args)
+            .arg("--data-dir")
+            .arg(dir)
+            .env_remove("RUST_LOG")
+            .output()
+            .expect("run strata");
+        assert!(
+            output.status.success(),
+            "strata {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    /// Runs `strata-replay <args> --data-dir <dir>` inside the namespace, to completion.
+    pub fn replay(&self, dir: &Path, args: &[&str]) -> Output {
+        let path = Path::new(bin()).with_file_name("strata-replay");
+        self.command(path.to_str().unwrap())
+            .args(args)
+            .arg("--data-dir")
+            .arg(dir)
+            .output()
+            .expect("run strata-replay")
+    }
+
+    /// Fills the tmpfs with a file until no byte more fits; returns the file (outside path).
+    pub fn fill(&self) -> PathBuf {
+        use std::io::Write;
+        let path = self.outside(&self.dir.join("filler"));
+        let mut file = File::create(&path).unwrap();
+        let chunk = vec![0x5a_u8; 64 * 1024];
+        loop {
+            match file.write(&chunk) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::StorageFull => break,
+                Err(error) => panic!("filling the tmpfs: {error}"),
+            }
+        }
+        // Smaller writes take what a 64 KiB one could not.
+        for size in [4096, 1] {
+            while matches!(file.write(&chunk[..size]), Ok(n) if n > 0) {}
+        }
+        path
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = self.holder.kill();
+        let _ = self.holder.wait();
     }
 }
 

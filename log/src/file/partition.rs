@@ -9,8 +9,12 @@
 //! `group_commit_max_wait`) for the queue to reach the size of the previous group; without that,
 //! closed-loop writers settle into alternating half-size groups.
 //!
-//! A failed write or sync poisons the partition: the page cache can no longer be trusted, so
-//! every later append fails until the log is reopened and recovers from what is on disk.
+//! A failed write or sync (a full disk, an I/O error) fails its group and every append queued
+//! behind it: none of them is acknowledged. The page cache can no longer be trusted past the last
+//! durable frame, so the next append first cuts the active segment back to that frame and makes
+//! the cut durable, as opening the log would, then writes again: the partition recovers by itself
+//! once the disk has room. Offsets of the failed appends are given out again, so an appender
+//! knows its outcome by the generation it was queued in (see [`Partition::append`]).
 
 use std::{
     collections::BTreeMap,
@@ -55,9 +59,40 @@ struct Pending {
 struct Durable {
     /// One past the last durable offset.
     end: u64,
-    /// Set when the partition stopped accepting writes.
-    failure: Option<Arc<str>>,
+    /// Counts recoveries from failed writes: offsets past a failure's durable end are given out
+    /// again in the next generation.
+    generation: u64,
+    /// Set when a write of this generation failed.
+    failure: Option<Failure>,
 }
+
+/// Why appends stopped succeeding.
+#[derive(Clone, Debug)]
+struct Failure {
+    cause: Arc<str>,
+    /// The disk (or the quota) is full: the client may retry once an operator made room.
+    storage_full: bool,
+    /// The partition was deleted: it never takes a write again.
+    permanent: bool,
+    /// One past the last durable offset when it happened: appends below it were durable.
+    durable_end: u64,
+}
+
+impl Failure {
+    fn error(&self, partition: &PartitionId) -> Error {
+        let partition = partition.to_string();
+        let cause = self.cause.to_string();
+        match self.storage_full {
+            true => Error::StorageFull { partition, cause },
+            false => Error::WriteFailed { partition, cause },
+        }
+    }
+}
+
+/// How many past generations' failures are remembered for appenders still waiting on them; an
+/// appender older than that is told its write failed, which is never wrong for an unacknowledged
+/// write (a client retries it).
+const REMEMBERED_FAILURES: usize = 64;
 
 #[derive(Default)]
 struct Queue {
@@ -65,7 +100,13 @@ struct Queue {
     /// The offset the next queued record gets.
     next_offset: u64,
     flushing: bool,
-    poisoned: Option<String>,
+    /// The failure of the current generation, if its writes failed.
+    failed: Option<Failure>,
+    generation: u64,
+    /// Failures of recent generations, by generation.
+    past_failures: std::collections::VecDeque<(u64, Failure)>,
+    /// The flusher must cut the active segment back to its durable length before writing.
+    cut_tail: bool,
     last_group: usize,
     last_sync: Duration,
 }
@@ -204,7 +245,7 @@ impl Partition {
             durable: AtomicU64::new(next_offset),
             durable_watch: watch::channel(Durable {
                 end: next_offset,
-                failure: None,
+                ..Durable::default()
             })
             .0,
         }
@@ -216,29 +257,67 @@ impl Partition {
 
     /// Queues `records` for the next group commit and returns their offsets once they are
     /// durable.
+    ///
+    /// The outcome is read from the durable end of the generation the records were queued in:
+    /// if a later generation started meanwhile (a write failed and the partition recovered),
+    /// the records were durable only if they lay below that failure's durable end.
     pub(crate) async fn append(self: &Arc<Self>, records: Vec<Vec<u8>>) -> Result<Range<u64>> {
-        let range = self.enqueue(records)?;
+        let (range, generation) = self.enqueue(records)?;
         let mut durable = self.durable_watch.subscribe();
         let state = durable
-            .wait_for(|d| d.end >= range.end || d.failure.is_some())
+            .wait_for(|d| d.generation != generation || d.end >= range.end || d.failure.is_some())
             .await
-            .map_err(|_| Error::Closed)?;
-        match (state.end >= range.end, &state.failure) {
-            (true, _) => Ok(range),
-            (false, failure) => Err(Error::Poisoned {
+            .map_err(|_| Error::Closed)?
+            .clone();
+        if state.generation == generation {
+            return match (state.end >= range.end, &state.failure) {
+                (true, _) => Ok(range),
+                (false, Some(failure)) => Err(failure.error(&self.id)),
+                (false, None) => Err(Error::Closed),
+            };
+        }
+        let queue = self.lock_queue();
+        let failure = queue
+            .past_failures
+            .iter()
+            .find(|(g, _)| *g == generation)
+            .map(|(_, failure)| failure.clone());
+        drop(queue);
+        match failure {
+            Some(failure) if range.end <= failure.durable_end => Ok(range),
+            Some(failure) => Err(failure.error(&self.id)),
+            None => Err(Error::WriteFailed {
                 partition: self.id.to_string(),
-                cause: failure.as_deref().unwrap_or("unknown").to_owned(),
+                cause: "an earlier write failed and its outcome is no longer known".to_owned(),
             }),
         }
     }
 
-    fn enqueue(self: &Arc<Self>, records: Vec<Vec<u8>>) -> Result<Range<u64>> {
+    /// Queues `records`; returns their offsets and the generation they were queued in. After a
+    /// failed write, the first append starts the next generation: offsets start again at the
+    /// durable end, and the flusher cuts the segment back to it before writing.
+    fn enqueue(self: &Arc<Self>, records: Vec<Vec<u8>>) -> Result<(Range<u64>, u64)> {
         let mut queue = self.lock_queue();
-        if let Some(cause) = &queue.poisoned {
-            return Err(Error::Poisoned {
-                partition: self.id.to_string(),
-                cause: cause.clone(),
+        if let Some(failure) = queue.failed.take() {
+            if failure.permanent {
+                let error = failure.error(&self.id);
+                queue.failed = Some(failure);
+                return Err(error);
+            }
+            let generation = queue.generation;
+            queue.past_failures.push_back((generation, failure));
+            if queue.past_failures.len() > REMEMBERED_FAILURES {
+                queue.past_failures.pop_front();
+            }
+            queue.generation += 1;
+            queue.next_offset = self.high_water_mark();
+            queue.cut_tail = true;
+            let generation = queue.generation;
+            self.durable_watch.send_modify(|durable| {
+                durable.generation = generation;
+                durable.failure = None;
             });
+            tracing::info!(partition = %self.id, "writing again after a failed write");
         }
         let base = queue.next_offset;
         let range = base..base + records.len() as u64;
@@ -255,22 +334,33 @@ impl Partition {
             let partition = Arc::clone(self);
             tokio::task::spawn_blocking(move || partition.flush_loop());
         }
-        Ok(range)
+        Ok((range, queue.generation))
     }
 
     /// Refuses every later append (the partition was deleted).
     pub(crate) fn retire(&self) {
-        self.fail("the partition was deleted".to_owned());
+        let mut queue = self.lock_queue();
+        self.fail(
+            &mut queue,
+            "the partition was deleted".to_owned(),
+            false,
+            true,
+        );
     }
 
-    /// Stops the partition: every queued and later append fails with `cause`.
-    fn fail(&self, cause: String) {
-        let mut queue = self.lock_queue();
-        queue.poisoned = Some(cause.clone());
+    /// Fails every queued append of the current generation with `cause`; later appends start a
+    /// new generation unless the failure is `permanent`.
+    fn fail(&self, queue: &mut Queue, cause: String, storage_full: bool, permanent: bool) {
+        let failure = Failure {
+            cause: cause.into(),
+            storage_full,
+            permanent,
+            durable_end: self.high_water_mark(),
+        };
+        queue.failed = Some(failure.clone());
         queue.pending.clear();
-        drop(queue);
         self.durable_watch
-            .send_modify(|durable| durable.failure = Some(cause.into()));
+            .send_modify(|durable| durable.failure = Some(failure));
     }
 
     /// Reads durable events from `from` on, at most `max` of them.
@@ -318,7 +408,7 @@ impl Partition {
 
     fn flush_loop(&self) {
         loop {
-            let group = {
+            let (cut_tail, group) = {
                 let mut queue = self.lock_queue();
                 if !queue.pending.is_empty() && queue.pending.len() < queue.last_group {
                     let window = (queue.last_sync / 2).min(self.options.group_commit_max_wait);
@@ -340,10 +430,17 @@ impl Partition {
                     return;
                 }
                 queue.last_group = queue.pending.len();
-                std::mem::take(&mut queue.pending)
+                (
+                    std::mem::take(&mut queue.cut_tail),
+                    std::mem::take(&mut queue.pending),
+                )
             };
             let started = Instant::now();
-            match self.write_group(&group) {
+            let written = match cut_tail {
+                true => self.cut_tail().and_then(|()| self.write_group(&group)),
+                false => self.write_group(&group),
+            };
+            match written {
                 Ok(end) => {
                     self.lock_queue().last_sync = started.elapsed();
                     // One send wakes every appender of the group.
@@ -351,13 +448,34 @@ impl Partition {
                     self.watermarks.publish(&self.id, end);
                 }
                 Err(error) => {
-                    tracing::error!(partition = %self.id, %error, "log write failed; partition poisoned");
-                    self.fail(error.to_string());
-                    self.lock_queue().flushing = false;
+                    let storage_full = is_storage_full(&error);
+                    match storage_full {
+                        true => {
+                            tracing::warn!(partition = %self.id, %error, "log write failed: no space left")
+                        }
+                        false => tracing::error!(partition = %self.id, %error, "log write failed"),
+                    }
+                    let mut queue = self.lock_queue();
+                    // The next append starts the next generation and cuts the tail first.
+                    self.fail(&mut queue, error.to_string(), storage_full, false);
+                    queue.flushing = false;
                     return;
                 }
             }
         }
+    }
+
+    /// Cuts the active segment back to its last durable frame and makes the cut durable: bytes
+    /// a failed write left behind it are gone, and a failed sync's pages can no longer reach
+    /// the disk later. A roll that failed half-way is undone by the next roll (the new
+    /// segment's file is created anew).
+    fn cut_tail(&self) -> Result<()> {
+        let active = self.active.lock();
+        let segment = &active.segment;
+        let file = segment.file();
+        file.set_len(active.len)
+            .and_then(|()| file.sync_all())
+            .map_err(Error::io(&segment.path))
     }
 
     /// Writes and syncs a group; returns the new durable end offset.
@@ -579,6 +697,14 @@ fn open_active(dir: &Path, id: &PartitionId, base: u64) -> Result<Active> {
             .map_err(Error::io(&path))?;
     }
     Ok(active_of(path, file, base, &scan))
+}
+
+/// Whether a failed write found the disk (or the quota) full.
+fn is_storage_full(error: &Error) -> bool {
+    matches!(error, Error::Io { source, .. } if matches!(
+        source.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    ))
 }
 
 fn now_ms() -> i64 {

@@ -115,6 +115,9 @@ fn refusal_of(error: &Error, index: &str) -> Refusal {
             Refusal::new("invalid_index_name_exception", 400, reason)
         }
         Error::Busy(_) => Refusal::new("es_rejected_execution_exception", 429, reason),
+        Error::Log(strata_log::Error::StorageFull { .. }) => {
+            Refusal::new("insufficient_storage_exception", 507, reason)
+        }
         Error::Unavailable(_) | Error::Log(_) => {
             Refusal::new("unavailable_shards_exception", 503, reason)
         }
