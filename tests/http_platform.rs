@@ -130,6 +130,23 @@ async fn a_signed_request_gets_in_and_the_others_get_401() {
             .await,
         "signature does not match",
     );
+    // `+` in a query is a space, as the handlers read it: a signature over `q=a%2Bb` (a plus)
+    // does not admit `q=a+b` (a space), and one over `q=a%20b` does.
+    let headers = client.sign("GET", "/?q=a%2Bb", &[], b"", Utc::now());
+    refused(
+        client
+            .send_raw("GET", "/?q=a+b", &headers, Vec::new())
+            .await,
+        "signature does not match",
+    );
+    let headers = client.sign("GET", "/?q=a%20b", &[], b"", Utc::now());
+    assert_eq!(
+        client
+            .send_raw("GET", "/?q=a+b", &headers, Vec::new())
+            .await
+            .status,
+        200
+    );
     // The signed body itself is accepted, and routed (POST / is not an endpoint).
     let headers = client.sign("POST", "/", &ct, &body, Utc::now());
     assert_eq!(
