@@ -142,10 +142,15 @@ try {
     const consoleMs = (await page.evaluate(() => window.__drawn)) - started;
     const status = await page.getByRole('status').innerText();
     if (!status.startsWith(`${rows.toLocaleString('en-US')} rows`)) throw new Error(`the console shows "${status}"`);
-    // Sorted by its first column.
+    // Sorted by its first column. The click is made inside the page, where the clock starts:
+    // playwright's own click waits for the element to be stable and visible, which takes
+    // longer than the sort and is not the console's time.
     await page.evaluate(whenDrawn('th[aria-sort="ascending"]'));
-    const sortStarted = await page.evaluate(() => performance.now());
-    await page.locator('table.results th button.sort').first().click();
+    const sortStarted = await page.evaluate(() => {
+      const started = performance.now();
+      document.querySelector('table.results th button.sort').click();
+      return started;
+    });
     await page.waitForFunction(() => window.__drawn !== null);
     const sortMs = (await page.evaluate(() => window.__drawn)) - sortStarted;
 
