@@ -1,7 +1,8 @@
 //! Two strata nodes on one Kafka log (the broker scripts/test starts on loopback): each database
 //! is served by its owner and requests to the other node are forwarded; when the owner is killed
-//! with SIGKILL under concurrent appends, the other node takes its databases over, and every
-//! acknowledged row is there afterwards; when it comes back, its databases move back to it.
+//! with SIGKILL under concurrent appends and bulk requests, the other node takes its databases
+//! over, and every acknowledged row and record is there afterwards, once; when it comes back,
+//! its databases move back to it.
 //!
 //! Runs on Kafka whatever STRATA_TEST_LOG says, and fails, never skips, without a broker.
 
@@ -147,6 +148,59 @@ async fn writer(
     (acknowledged, first_after)
 }
 
+/// The root user of an account whose `default` database (where its datasets live) node `owner`
+/// serves, creating accounts until one is; its dataset `records` is made.
+async fn account_served_by(dir: &Path, node: &Server, owner: &str) -> common::Credentials {
+    for i in 0..16 {
+        let root = common::root_user(dir, &format!("tenant{i}"));
+        let created = common::Signed::new(node, &root)
+            .send("PUT", "/records", None)
+            .await;
+        assert_eq!(created.status, 200, "{created:?}");
+        if created.node.as_deref() == Some(owner) {
+            return root;
+        }
+    }
+    panic!("none of 16 accounts' default database is served by {owner}");
+}
+
+/// One bulk writer: five records a request, each with its own `n` and no `_id` (so a request
+/// applied twice would show as two records of one `n`), alternating between the nodes, until
+/// told to stop; returns the `n`s whose items were acknowledged, and how many of them were
+/// acknowledged once `killed` was set.
+async fn bulk_writer(
+    clients: Vec<common::Signed>,
+    stop: Arc<AtomicBool>,
+    killed: Arc<AtomicU64>,
+) -> (BTreeSet<u64>, usize) {
+    let mut acknowledged = BTreeSet::new();
+    let mut after_kill = 0;
+    let mut next = 0u64;
+    let mut turn = 0usize;
+    while !stop.load(Ordering::Acquire) {
+        let client = &clients[turn % clients.len()];
+        turn += 1;
+        let ns: Vec<u64> = (next..next + 5).collect();
+        next += 5;
+        let lines: Vec<Value> = ns
+            .iter()
+            .flat_map(|n| [json!({"index": {}}), json!({"n": n})])
+            .collect();
+        match client.try_send_ndjson("/records/_bulk", &lines).await {
+            Some(answer) if answer.status == 200 => {
+                for (n, item) in ns.iter().zip(answer.body["items"].as_array().unwrap()) {
+                    if item["index"]["status"] == 201 {
+                        acknowledged.insert(*n);
+                        after_kill += usize::from(killed.load(Ordering::Acquire) > 0);
+                    }
+                }
+            }
+            _ => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    (acknowledged, after_kill)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_killed_owners_databases_move_to_the_other_node_with_every_acknowledged_row() {
     let root = tempfile::tempdir().unwrap();
@@ -244,9 +298,21 @@ async fn a_killed_owners_databases_move_to_the_other_node_with_every_acknowledge
         assert_eq!(served.status, 200, "{served:?}");
     }
 
+    // Bulk records of an account whose datasets a serves.
+    let tenant = account_served_by(&dir_a, &a, "a").await;
+    let tenant_clients = vec![
+        common::Signed::new(&a, &tenant),
+        common::Signed::new(&b, &tenant),
+    ];
+
     // Writers on every database through both nodes; a is killed while they write.
     let stop = Arc::new(AtomicBool::new(false));
     let killed_at = Arc::new(AtomicU64::new(0));
+    let bulk = tokio::spawn(bulk_writer(
+        tenant_clients.clone(),
+        stop.clone(),
+        killed_at.clone(),
+    ));
     let started = Instant::now();
     let writers: Vec<_> = owners
         .keys()
@@ -306,6 +372,40 @@ async fn a_killed_owners_databases_move_to_the_other_node_with_every_acknowledge
         );
         assert_eq!(rows, distinct, "{name}: two rows share a row id");
     }
+    // Every acknowledged bulk record is on b, once; none of them is there twice.
+    let (bulked, after_kill) = bulk.await.unwrap();
+    assert!(
+        after_kill > 0,
+        "no bulk record was acknowledged after the kill ({} before)",
+        bulked.len()
+    );
+    let counted = tenant_clients[1]
+        .send_json(
+            "POST",
+            "/sql",
+            Some(&json!({"query": "SELECT n, COUNT(*) AS c FROM records GROUP BY n"})),
+        )
+        .await;
+    assert_eq!(counted.status, 200, "{counted:?}");
+    let mut stored = BTreeSet::new();
+    for row in counted.body["rows"].as_array().unwrap() {
+        let (n, c) = (row[0].as_u64().unwrap(), row[1].as_u64().unwrap());
+        assert_eq!(c, 1, "bulk record n={n} is there {c} times");
+        stored.insert(n);
+    }
+    let missing: Vec<_> = bulked.difference(&stored).collect();
+    assert!(
+        missing.is_empty(),
+        "{} acknowledged bulk records missing, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+    eprintln!(
+        "bulk: {} records acknowledged ({after_kill} after the kill), {} stored",
+        bulked.len(),
+        stored.len()
+    );
+
     // The control partition moved too: b creates databases now.
     let created = via_b.create_database("after").await;
     assert_eq!(created.status, 201, "{created:?}");

@@ -705,7 +705,7 @@ impl Signed {
         )
     }
 
-    /// Sends `headers` (signed ones, or not) with `body`; `None` when the server is gone.
+    /// Sends `headers` (signed ones, or not) with `body`.
     pub async fn send_raw(
         &self,
         method: &str,
@@ -713,6 +713,19 @@ impl Signed {
         headers: &[(String, String)],
         body: Vec<u8>,
     ) -> Answer {
+        self.try_send_raw(method, path_and_query, headers, body)
+            .await
+            .expect("the server answers")
+    }
+
+    /// As [`Signed::send_raw`]; `None` when the server is gone.
+    pub async fn try_send_raw(
+        &self,
+        method: &str,
+        path_and_query: &str,
+        headers: &[(String, String)],
+        body: Vec<u8>,
+    ) -> Option<Answer> {
         let mut request = self.http.request(
             reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
             format!("{}{path_and_query}", self.base),
@@ -720,7 +733,17 @@ impl Signed {
         for (name, value) in headers {
             request = request.header(name, value);
         }
-        Client::answer(request.body(body).send().await.expect("the server answers")).await
+        Client::try_answer(request.body(body).send().await.ok()?).await
+    }
+
+    /// A signed NDJSON request; `None` when the server is gone.
+    pub async fn try_send_ndjson(&self, path_and_query: &str, lines: &[Value]) -> Option<Answer> {
+        let body: String = lines.iter().map(|line| format!("{line}\n")).collect();
+        let extra = [("content-type", "application/x-ndjson")];
+        let body = body.into_bytes();
+        let headers = self.sign("POST", path_and_query, &extra, &body, chrono::Utc::now());
+        self.try_send_raw("POST", path_and_query, &headers, body)
+            .await
     }
 
     /// A signed request whose body is `body` as given, of `content_type`.
