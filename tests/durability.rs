@@ -343,8 +343,9 @@ async fn a_full_disk_refuses_writes_with_507_and_writing_resumes_when_space_retu
         access_key: root["access_key"].as_str().unwrap().to_owned(),
         secret_key: root["secret_key"].as_str().unwrap().to_owned(),
     };
-    // Small flushes: segments are written (and fail to be) while the disk is full.
-    let args = ["--set", "tables.flush_rows=50"];
+    // Flushes of the memtable when its oldest row is 200 ms old: segments are written (and
+    // fail to be) while the disk is full.
+    let args = ["--set", "tables.flush_age_ms=200"];
     let mut server = Server::start_on(&tmpfs, &dir, &args);
     let client = server.client(key);
     assert_eq!(client.create_database("db").await.status, 201);
@@ -425,7 +426,9 @@ async fn a_full_disk_refuses_writes_with_507_and_writing_resumes_when_space_retu
         refused["error"]["type"], "insufficient_storage_exception",
         "{refused}"
     );
-    // Still full: refused again, and reads answer with exactly what was acknowledged.
+    // Still full, while flushes fail: refused again, and reads answer with exactly what was
+    // acknowledged.
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
     assert_eq!(append_request(&client, "still-full").await.status, 507);
     assert_eq!(rows_per_request(&client).await, five_each(&acked));
     let ids = |platform: Signed| async move {
@@ -455,6 +458,25 @@ async fn a_full_disk_refuses_writes_with_507_and_writing_resumes_when_space_retu
         assert_eq!(bulk(id.clone()).await["status"], 201);
         bulked.insert(id);
     }
+
+    // The flushes that failed while the disk was full left nothing behind; the next one wrote
+    // the segments.
+    let files = || {
+        let output = std::process::Command::new("find")
+            .arg(tmpfs.outside(&dir))
+            .output()
+            .unwrap();
+        String::from_utf8(output.stdout).unwrap()
+    };
+    assert!(
+        common::eventually(10, || async {
+            let files = files();
+            files.contains(".parquet") && !files.contains(".building")
+        })
+        .await,
+        "{}",
+        files()
+    );
 
     // And all of it survives kill -9, exactly once, as the log and the tables agree.
     server.kill9();

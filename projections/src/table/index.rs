@@ -159,6 +159,31 @@ impl IndexSpec {
             std::fs::remove_dir_all(&building).map_err(index_error)?;
         }
         std::fs::create_dir_all(&building).map_err(index_error)?;
+        let vectors = match self.build_in(&building, rows, docs) {
+            Ok(vectors) => vectors,
+            Err(error) => {
+                // A failed build (a full disk, say) leaves nothing behind to take up room.
+                if let Err(removing) = std::fs::remove_dir_all(&building) {
+                    tracing::warn!(dir = %building.display(), %removing, "cannot remove a failed index build");
+                }
+                return Err(error);
+            }
+        };
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(index_error)?;
+        }
+        std::fs::rename(&building, &dir).map_err(index_error)?;
+        sync_dir(&self.dir)?;
+        self.open_in(dir, vectors)
+    }
+
+    /// Writes the indexes of `rows` into the directory `building`; returns the vectors' index.
+    fn build_in(
+        &self,
+        building: &Path,
+        rows: &RecordBatch,
+        docs: Option<&[(&DocsIndex, &RoaringTreemap)]>,
+    ) -> Result<Option<SegmentVectors>> {
         if let Some(text) = &self.text {
             build_segment_index(&building.join(TEXT_DIR), text, rows)?;
         }
@@ -170,22 +195,18 @@ impl IndexSpec {
         if self.series {
             SeriesSet::build(rows)?.write(&building.join(SERIES_FILE))?;
         }
-        let vectors = match &self.vector {
-            Some(v) => Some(SegmentVectors::build(
-                &building.join(VECTOR_DIR),
-                v.metric,
-                &v.column,
-                rows,
-                &self.options,
-            )?),
-            None => None,
-        };
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir).map_err(index_error)?;
-        }
-        std::fs::rename(&building, &dir).map_err(index_error)?;
-        sync_dir(&self.dir)?;
-        self.open_in(dir, vectors)
+        self.vector
+            .as_ref()
+            .map(|v| {
+                SegmentVectors::build(
+                    &building.join(VECTOR_DIR),
+                    v.metric,
+                    &v.column,
+                    rows,
+                    &self.options,
+                )
+            })
+            .transpose()
     }
 
     /// The indexes in segment directory `dir`: its text, document and series indexes opened,
