@@ -349,8 +349,13 @@ impl Partition {
     }
 
     /// Fails every queued append of the current generation with `cause`; later appends start a
-    /// new generation unless the failure is `permanent`.
+    /// new generation unless the failure is `permanent`. A permanent failure stays: a write
+    /// that fails after the partition was deleted must not let the next append recover it.
     fn fail(&self, queue: &mut Queue, cause: String, storage_full: bool, permanent: bool) {
+        queue.pending.clear();
+        if queue.failed.as_ref().is_some_and(|failed| failed.permanent) {
+            return;
+        }
         let failure = Failure {
             cause: cause.into(),
             storage_full,
@@ -358,7 +363,6 @@ impl Partition {
             durable_end: self.high_water_mark(),
         };
         queue.failed = Some(failure.clone());
-        queue.pending.clear();
         self.durable_watch
             .send_modify(|durable| durable.failure = Some(failure));
     }
