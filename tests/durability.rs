@@ -402,8 +402,8 @@ async fn a_full_disk_refuses_writes_with_507_and_writing_resumes_when_space_retu
         refused.body["message"]
             .as_str()
             .unwrap()
-            .contains("No space left"),
-        "{refused:?}"
+            .ends_with("No space left on device (os error 28)"),
+        "the operating system's words, and no path: {refused:?}"
     );
     // A bulk item too, once its dataset's segment has no room left.
     let mut refused = None;

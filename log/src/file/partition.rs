@@ -460,8 +460,13 @@ impl Partition {
                         false => tracing::error!(partition = %self.id, %error, "log write failed"),
                     }
                     let mut queue = self.lock_queue();
-                    // The next append starts the next generation and cuts the tail first.
-                    self.fail(&mut queue, error.to_string(), storage_full, false);
+                    // The next append starts the next generation and cuts the tail first. The
+                    // cause goes to clients: the operating system's words, not the file's path.
+                    let cause = match &error {
+                        Error::Io { source, .. } => source.to_string(),
+                        other => other.to_string(),
+                    };
+                    self.fail(&mut queue, cause, storage_full, false);
                     queue.flushing = false;
                     return;
                 }
