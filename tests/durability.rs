@@ -307,15 +307,6 @@ fn five_each<'a>(acked: impl IntoIterator<Item = &'a String>) -> BTreeMap<String
     acked.into_iter().map(|r| (r.clone(), 5)).collect()
 }
 
-/// `strata-replay verify` over the data directory (the server stopped) finds the tables as the
-/// log says they are.
-fn verify_passes(output: std::process::Output) {
-    let said = String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{said}");
-    assert!(said.contains(" 0 mismatched"), "{said}");
-}
-
 /// A full disk, as a tmpfs of 64 MiB filled to the last byte: appends are refused with 507
 /// `insufficient_storage` and nothing of them is applied; what was acknowledged stays readable;
 /// once there is room again appends succeed without a restart, and after kill -9 every
@@ -480,7 +471,7 @@ async fn a_full_disk_refuses_writes_with_507_and_writing_resumes_when_space_retu
 
     // And all of it survives kill -9, exactly once, as the log and the tables agree.
     server.kill9();
-    verify_passes(tmpfs.replay(&dir, &["verify"]));
+    common::verify_passes(tmpfs.replay(&dir, &["verify"]));
     let server = Server::start_on(&tmpfs, &dir, &args);
     assert_eq!(
         rows_per_request(&server.client(key)).await,
@@ -577,5 +568,5 @@ async fn a_torn_write_at_the_end_of_the_log_is_cut_off_and_nothing_acknowledged_
     assert_eq!(append_request(&client, &acked[11]).await.status, 200);
     assert_eq!(rows_per_request(&client).await, five_each(&acked));
     drop(server);
-    verify_passes(common::replay(dir.path(), &["verify"]));
+    common::verify_passes(common::replay(dir.path(), &["verify"]));
 }

@@ -81,6 +81,16 @@ pub fn replay(dir: &Path, args: &[&str]) -> Output {
         .expect("run strata-replay")
 }
 
+/// Asserts that a `strata-replay verify` run (from [`replay`] or [`Tmpfs::replay`]) succeeded
+/// and found no table that differs from what its log says; returns what it printed.
+pub fn verify_passes(output: Output) -> String {
+    let said = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{said}");
+    assert!(said.contains(" 0 mismatched"), "{said}");
+    said
+}
+
 /// Runs an admin command that must succeed and returns its stdout.
 pub fn admin(dir: &Path, args: &[&str]) -> String {
     let output = strata(dir, args);
