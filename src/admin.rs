@@ -21,7 +21,7 @@ use crate::{
     config::Config,
     datadir::DataDir,
     engine::{Engine, Origin},
-    error::Error,
+    error::{Error, ErrorCode},
     metrics::Metrics,
 };
 
@@ -144,11 +144,43 @@ fn error_json(error: &Error) -> Value {
     json!({"error": {"code": error.code().as_str(), "message": error.public_message()}})
 }
 
+/// How long an admin request is sent again while it is refused as transient.
+const RETRY_FOR: Duration = Duration::from_secs(15);
+
 /// Runs an admin request: through the running server if there is one, else in this process.
+/// A transient refusal (a node activating, leadership of a partition moving, another write in
+/// flight) applied nothing, so the request is sent again, as a Kafka client retries
+/// NOT_LEADER, for up to [`RETRY_FOR`].
 pub async fn run(config: Config, request: AdminRequest) -> anyhow::Result<Value> {
-    let reply = match DataDir::try_acquire(&config.data_dir)? {
+    let started = std::time::Instant::now();
+    let mut pause = Duration::from_millis(50);
+    loop {
+        let reply = attempt(&config, request.clone()).await?;
+        if !transient(&reply) || started.elapsed() >= RETRY_FOR {
+            return strata_datadir::result_of(reply);
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(1));
+    }
+}
+
+/// Whether `reply` refuses its request for a while only: nothing of it was applied.
+fn transient(reply: &Value) -> bool {
+    let code = reply.pointer("/error/code").and_then(Value::as_str);
+    [
+        ErrorCode::Unavailable,
+        ErrorCode::Busy,
+        ErrorCode::ConcurrentChange,
+    ]
+    .iter()
+    .any(|transient| code == Some(transient.as_str()))
+}
+
+/// One try of [`run`]: the reply, an error only when no server could be asked.
+async fn attempt(config: &Config, request: AdminRequest) -> anyhow::Result<Value> {
+    Ok(match DataDir::try_acquire(&config.data_dir)? {
         Some(data_dir) => {
-            let engine = Engine::open(Arc::new(config), Arc::new(Metrics::new())).await?;
+            let engine = Engine::open(Arc::new(config.clone()), Arc::new(Metrics::new())).await?;
             let reply = match execute(&engine, request).await {
                 Ok(result) => json!({ "ok": result }),
                 Err(error) => error_json(&error),
@@ -163,6 +195,76 @@ pub async fn run(config: Config, request: AdminRequest) -> anyhow::Result<Value>
             let request = serde_json::to_value(&request)?;
             strata_datadir::send(&config.data_dir, &request, Duration::from_secs(15)).await?
         }
-    };
-    strata_datadir::result_of(reply)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process holding `dir` whose admin socket answers each request with the next of
+    /// `replies`; the requests it got.
+    async fn owner(dir: &Path, replies: Vec<Value>) -> tokio::task::JoinHandle<Vec<Value>> {
+        let listener = UnixListener::bind(DataDir::admin_socket(dir)).unwrap();
+        tokio::spawn(async move {
+            let mut got = Vec::new();
+            for reply in replies {
+                let (stream, _) = listener.accept().await.unwrap();
+                let (read, mut write) = stream.into_split();
+                let mut line = String::new();
+                BufReader::new(read).read_line(&mut line).await.unwrap();
+                got.push(serde_json::from_str(&line).unwrap());
+                write
+                    .write_all(format!("{reply}\n").as_bytes())
+                    .await
+                    .unwrap();
+            }
+            got
+        })
+    }
+
+    fn request() -> AdminRequest {
+        AdminRequest::CreateAccount {
+            name: "acme".into(),
+            enterprise: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_transient_refusal_is_sent_again_until_it_is_answered() {
+        let dir = tempfile::tempdir().unwrap();
+        let _held = DataDir::try_acquire(dir.path()).unwrap().unwrap();
+        let moved = json!({"error": {"code": "unavailable",
+            "message": "leadership of _control moved to another node; retry the request"}});
+        let busy = json!({"error": {"code": "busy", "message": "another write is in flight"}});
+        let owner = owner(
+            dir.path(),
+            vec![moved, busy, json!({"ok": {"name": "acme"}})],
+        )
+        .await;
+        let config = Config {
+            data_dir: dir.path().to_owned(),
+            ..Config::default()
+        };
+        let result = run(config, request()).await.unwrap();
+        assert_eq!(result, json!({"name": "acme"}));
+        let got = owner.await.unwrap();
+        assert_eq!(got.len(), 3);
+        assert!(got.iter().all(|r| r["op"] == "create_account"), "{got:?}");
+    }
+
+    #[tokio::test]
+    async fn a_refusal_that_lasts_is_reported_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let _held = DataDir::try_acquire(dir.path()).unwrap().unwrap();
+        let exists = json!({"error": {"code": "account_exists", "message": "account acme exists"}});
+        let owner = owner(dir.path(), vec![exists]).await;
+        let config = Config {
+            data_dir: dir.path().to_owned(),
+            ..Config::default()
+        };
+        let error = run(config, request()).await.unwrap_err();
+        assert_eq!(error.to_string(), "account acme exists");
+        assert_eq!(owner.await.unwrap().len(), 1);
+    }
 }
