@@ -328,10 +328,17 @@ impl KafkaLog {
         }
         let mut out = Vec::with_capacity(wanted);
         let timeout = self.inner.options.timeout;
+        let deadline = tokio::time::Instant::now() + timeout;
         while out.len() < wanted {
             let expected = from + out.len() as u64;
-            let message = match tokio::time::timeout(timeout, reader.consumer.recv()).await {
+            let message = match tokio::time::timeout_at(deadline, reader.consumer.recv()).await {
                 Ok(Ok(message)) => message,
+                Ok(Err(error)) if recovers_by_itself(&error) => {
+                    // librdkafka reconnects and fetches again from the consumer's position; the
+                    // read waits for it until its deadline, as for a slow broker.
+                    tracing::warn!(%partition, offset = expected, %error, "kafka: reading: waiting for the consumer to recover");
+                    continue;
+                }
                 Ok(Err(error)) => return Err(kafka("reading")(error)),
                 Err(_) => {
                     return Err(Error::Backend(format!(
@@ -598,6 +605,28 @@ fn consumer_config(options: &KafkaOptions) -> ClientConfig {
             (options.max_event_bytes + (1 << 20)).to_string(),
         );
     config
+}
+
+/// Whether a consumer error is one librdkafka recovers from by itself (a lost connection, a
+/// broker that is down or slow, a leader being elected): its documentation calls consumer errors
+/// informational, except those that need the application, such as an offset out of range, a
+/// topic that is gone or a failed authorization.
+fn recovers_by_itself(error: &KafkaError) -> bool {
+    matches!(
+        error,
+        KafkaError::MessageConsumption(
+            RDKafkaErrorCode::AllBrokersDown
+                | RDKafkaErrorCode::BrokerTransportFailure
+                | RDKafkaErrorCode::Resolve
+                | RDKafkaErrorCode::OperationTimedOut
+                | RDKafkaErrorCode::RequestTimedOut
+                | RDKafkaErrorCode::NetworkException
+                | RDKafkaErrorCode::LeaderNotAvailable
+                | RDKafkaErrorCode::NotLeaderForPartition
+                | RDKafkaErrorCode::BrokerNotAvailable
+                | RDKafkaErrorCode::ReplicaNotAvailable
+        )
+    )
 }
 
 fn kafka(doing: &'static str) -> impl Fn(KafkaError) -> Error {

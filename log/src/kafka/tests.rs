@@ -119,3 +119,144 @@ async fn many_partitions_are_read_through_a_few_readers() {
         );
     }
 }
+
+/// A broker that clients reach through a loopback proxy the test can cut: every connection is
+/// dropped and new ones are refused while it is down, as when a broker restarts or the network
+/// fails. The broker is tansu, started by scripts/kafka-broker and told to advertise the proxy.
+struct FlakyBroker {
+    address: String,
+    down: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    connections: std::sync::Arc<parking_lot::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    broker_pid: u32,
+    _dir: tempfile::TempDir,
+}
+
+impl FlakyBroker {
+    async fn start() -> Self {
+        use std::sync::{Arc, atomic::AtomicBool};
+
+        let proxy = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = proxy.local_addr().unwrap().to_string();
+        let broker_port = {
+            let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            free.local_addr().unwrap().port()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/kafka-broker");
+        let started = std::process::Command::new(script)
+            .arg("start")
+            .arg(broker_port.to_string())
+            .arg(dir.path().join("tansu.log"))
+            .arg(proxy.local_addr().unwrap().port().to_string())
+            .output()
+            .unwrap();
+        assert!(
+            started.status.success(),
+            "scripts/kafka-broker start: {}",
+            String::from_utf8_lossy(&started.stderr)
+        );
+        let broker_pid = String::from_utf8_lossy(&started.stdout)
+            .trim()
+            .parse()
+            .unwrap();
+        let down = Arc::new(AtomicBool::new(false));
+        let connections = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let (accept_down, accept_connections) = (down.clone(), connections.clone());
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = proxy.accept().await {
+                if accept_down.load(Ordering::SeqCst) {
+                    continue; // dropped: the connection is refused
+                }
+                accept_connections.lock().push(tokio::spawn(async move {
+                    let Ok(mut broker) =
+                        tokio::net::TcpStream::connect(("127.0.0.1", broker_port)).await
+                    else {
+                        return;
+                    };
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut broker).await;
+                }));
+            }
+        });
+        FlakyBroker {
+            address,
+            down,
+            connections,
+            broker_pid,
+            _dir: dir,
+        }
+    }
+
+    /// Drops every connection and refuses new ones until `up`.
+    fn cut(&self) {
+        self.down.store(true, Ordering::SeqCst);
+        for connection in self.connections.lock().drain(..) {
+            connection.abort();
+        }
+    }
+
+    fn up(&self) {
+        self.down.store(false, Ordering::SeqCst);
+    }
+}
+
+impl Drop for FlakyBroker {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .arg(self.broker_pid.to_string())
+            .status();
+    }
+}
+
+/// A tail (what a projection follows) that meets a broker gone for a moment, which librdkafka
+/// reports to the consumer as "all brokers are down", waits for it and goes on with every event,
+/// instead of ending: a projection whose tail ended stayed stopped (a CI run saw it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tail_outlasts_a_broker_that_is_gone_for_a_moment() {
+    use futures::StreamExt;
+
+    use crate::{CommitLog, PartitionId, conformance::event};
+
+    let broker = FlakyBroker::start().await;
+    let log: std::sync::Arc<dyn CommitLog> = std::sync::Arc::new(
+        KafkaLog::connect(KafkaOptions::new(broker.address.clone(), fresh_prefix()))
+            .await
+            .unwrap(),
+    );
+    let partition = PartitionId::table("acme", "db", "t");
+    log.append(
+        &partition,
+        (0..3).map(|i| event(&format!("e{i}"), 0)).collect(),
+    )
+    .await
+    .unwrap();
+    let mut tail = crate::tail(log.clone(), partition.clone(), 0);
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        seen.push(tail.next().await.unwrap().unwrap().event_id);
+    }
+
+    broker.cut();
+    let follow = async {
+        for _ in 0..2 {
+            let event = tail.next().await.expect("the tail ended");
+            seen.push(
+                event
+                    .expect("the tail failed on a broker that came back")
+                    .event_id,
+            );
+        }
+    };
+    let outage = async {
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        broker.up();
+        log.append(&partition, vec![event("e3", 0), event("e4", 0)])
+            .await
+            .unwrap();
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        tokio::join!(follow, outage)
+    })
+    .await
+    .expect("the tail did not recover within 60 s");
+    assert_eq!(seen, ["e0", "e1", "e2", "e3", "e4"]);
+}
