@@ -51,3 +51,20 @@ fn events(frames: &[u8], base_offset: u64) -> usize {
         })
         .count()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Inputs the fuzz targets crashed on, each read again here.
+    #[test]
+    fn the_inputs_that_crashed_the_fuzz_targets_are_read_without_a_panic() {
+        // A frame at offset u64::MAX holding two records (CI, 2026-11-29): its end offset
+        // overflowed.
+        let frame_past_the_largest_offset: &[u8] =
+            b"\xff\xff\xff\xff\xff\xff\xff\xff\x02\x00\x00\x00\
+            \x15\x00\x00\x00\xc2\x01\xef\x92\xf1\xffc^/aeodft/l$ugs\x00\x00\x00\x00";
+        assert_eq!(frame(frame_past_the_largest_offset), 0);
+        assert_eq!(segment(frame_past_the_largest_offset), 0);
+    }
+}

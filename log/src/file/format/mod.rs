@@ -159,6 +159,14 @@ impl FrameBody {
         if at != body.len() {
             return Err("frame has trailing bytes after its records".to_owned());
         }
+        // The log never writes past u64::MAX; a frame that says it does is corrupt, and
+        // refusing it here keeps every `end_offset` sum in range.
+        if base_offset.checked_add(records.len() as u64).is_none() {
+            return Err(format!(
+                "frame's {} records from offset {base_offset} run past the largest offset",
+                records.len()
+            ));
+        }
         Ok(FrameBody {
             base_offset,
             records,

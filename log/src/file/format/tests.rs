@@ -67,6 +67,24 @@ fn a_huge_record_count_is_refused_without_allocating_for_it() {
     assert_eq!(error, "record length runs past the frame");
 }
 
+/// Found by the log_frames fuzz target: a checksummed frame at offset u64::MAX holding two
+/// records overflowed the end offset the scan computes next.
+#[test]
+fn a_frame_whose_offsets_run_past_the_largest_is_refused() {
+    let mut buf = Vec::new();
+    encode_frame(&mut buf, u64::MAX, &[b"a".to_vec(), b"b".to_vec()]);
+    let scan = scan_frames(&buf, u64::MAX);
+    assert!(scan.frames.is_empty());
+    assert_eq!(scan.valid_len, 0);
+    let reason = scan.stopped.expect("the scan stops at the frame");
+    assert!(reason.contains("past the largest offset"), "{reason}");
+
+    // A frame that ends exactly at the largest offset is still read.
+    let mut buf = Vec::new();
+    encode_frame(&mut buf, u64::MAX - 1, &[b"a".to_vec()]);
+    assert_eq!(scan_frames(&buf, u64::MAX - 1).frames.len(), 1);
+}
+
 #[test]
 fn frame_len_matches_encoding() {
     let records = vec![b"a".to_vec(), vec![], vec![7u8; 1000]];
