@@ -216,6 +216,21 @@ impl Report {
         last.rss_bytes as f64 / first.rss_bytes.max(1) as f64 - 1.0
     }
 
+    /// The kind of request whose p99 moved most between the second window (the first after
+    /// warm-up) and the last, and the last's p99 over the second's (1.0 is no change).
+    pub fn p99_drift(&self) -> Option<(Op, f64)> {
+        self.ops
+            .iter()
+            .filter(|(_, stats)| stats.windows.len() >= 3)
+            .map(|(op, stats)| {
+                let last = stats.windows.len() - 1;
+                let ratio = stats.quantile_ms(0.99, Some(last))
+                    / stats.quantile_ms(0.99, Some(1)).max(0.001);
+                (*op, ratio)
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+    }
+
     /// The report as markdown tables, for docs/benchmarks.md.
     pub fn markdown(&self) -> String {
         let mut out = String::new();
@@ -465,10 +480,18 @@ struct Client {
     /// Keys of this client's live rows, oldest first.
     live: VecDeque<i64>,
     next_key: i64,
+    /// Bulk requests this client sent: where its next records' `_id`s start.
+    bulks: usize,
 }
 
-/// Rows a client keeps live before its deletes catch up with its appends.
+/// Rows a client keeps live: each delete removes every older one, so that the table stays
+/// this size however long the load runs.
 const LIVE_ROWS: usize = 20;
+
+/// The `_id`s a client's bulk records cycle through: past the first 250 requests, each record
+/// replaces one, so that the dataset stays at `BULK_IDS` records per client (200,000 for 8)
+/// and a long run measures a steady state, not a dataset that grows with the run.
+const BULK_IDS: usize = 25_000;
 
 const WORDS: [&str; 16] = [
     "disk", "latency", "timeout", "kernel", "cache", "replica", "shard", "index", "query",
@@ -486,6 +509,7 @@ impl Client {
             id: 0,
             live: VecDeque::new(),
             next_key: 0,
+            bulks: 0,
         }
     }
 
@@ -513,7 +537,7 @@ impl Client {
     }
 
     /// After an answered request: an acknowledged append makes its key live, a delete ends
-    /// the oldest.
+    /// all but the newest [`LIVE_ROWS`].
     fn advance(&mut self, op: Op, status: u16) {
         if !(200..300).contains(&status) {
             return;
@@ -524,17 +548,21 @@ impl Client {
                 self.next_key += 1;
             }
             Op::Delete => {
-                self.live.pop_front();
+                let ended = self.live.len().saturating_sub(LIVE_ROWS);
+                self.live.drain(..ended);
             }
             _ => {}
         }
     }
 
+    /// The `i`-th request's 100 records, the `bulks`-th bulk of this client: `_id`s of their
+    /// own, cycling through [`BULK_IDS`].
     fn bulk_body(&self, i: usize, at_ms: i64) -> Vec<u8> {
         let mut body = String::new();
         for j in 0..100 {
             let level = ["info", "info", "warn", "error"][(i + j) % 4];
-            body.push_str("{\"index\":{}}\n");
+            let id = (self.bulks * 100 + j) % BULK_IDS;
+            body.push_str(&format!("{{\"index\":{{\"_id\":\"{}-{id}\"}}}}\n", self.id));
             body.push_str(
                 &json!({
                     "@timestamp": at_ms + j as i64,
@@ -584,12 +612,17 @@ impl Client {
                 }
                 None => self.search_data(i).await,
             },
-            Op::Delete => match self.live.front().copied() {
-                Some(key) if self.live.len() > LIVE_ROWS => {
-                    let path = format!("/v1/delete/soak?table=docs&predicate=k%20%3D%20{key}");
+            Op::Delete => match self.live.len().checked_sub(LIVE_ROWS + 1) {
+                // The oldest keys up to the newest that is not kept: this client's only, as
+                // its keys start at its id times 10^9.
+                Some(last) => {
+                    let (from, to) = (self.live[0], self.live[last]);
+                    let path = format!(
+                        "/v1/delete/soak?table=docs&predicate=k%20BETWEEN%20{from}%20AND%20{to}"
+                    );
                     self.data("POST", &path, None).await
                 }
-                _ => self.search_data(i).await,
+                None => self.search_data(i).await,
             },
             Op::Bm25 => self.search_data(i).await,
             Op::Hybrid => {
@@ -609,6 +642,7 @@ impl Client {
             }
             Op::Bulk => {
                 let body = self.bulk_body(i, now_ms);
+                self.bulks += 1;
                 self.platform("POST", "/soak-logs/_bulk", "application/x-ndjson", body)
                     .await
             }

@@ -92,6 +92,12 @@ fn main() {
             report.errors(),
             report.rss_growth(tail) * 100.0
         );
+        if let Some((op, ratio)) = report.p99_drift() {
+            println!(
+                "p99 drift, the last window over the second: at most {ratio:.2} ({})",
+                op.name()
+            );
+        }
         for example in report.examples() {
             println!("unexpected: {example}");
         }
