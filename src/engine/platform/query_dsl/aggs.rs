@@ -25,7 +25,7 @@ use strata_projections::{
         dates::DateFormat,
         dates::{date_math, parse_date_millis},
         decimal::DecimalFormat,
-        docs::{DocsIndex, KEYWORD_FIELD, ROW_ID_FIELD},
+        docs::{DocsIndex, KEYWORD_FIELD, ROW_ID_FIELD, search_live},
     },
 };
 
@@ -1137,18 +1137,11 @@ pub fn aggregate_into(
 ) -> Result<()> {
     let aggs = &request.aggregations;
     let mut run = |index: &DocsIndex, deleted: Arc<roaring::RoaringTreemap>| -> Result<()> {
-        let collector = FilterCollector::new(
-            ROW_ID_FIELD.to_owned(),
-            move |id: u64| !deleted.contains(id),
-            DistributedAggregationCollector::from_aggs(
-                aggs.clone(),
-                AggContextParams::new(limits(), TokenizerManager::default()),
-            ),
+        let collector = DistributedAggregationCollector::from_aggs(
+            aggs.clone(),
+            AggContextParams::new(limits(), TokenizerManager::default()),
         );
-        let part = index
-            .searcher
-            .search(query, &collector)
-            .map_err(index_error)?;
+        let part = search_live(index, query, deleted, collector)?;
         match partial.0.as_mut() {
             Some(merged) => merged.merge_fruits(part).map_err(index_error)?,
             None => partial.0 = Some(part),
@@ -1415,20 +1408,11 @@ pub fn range_histogram(
     let mut ranges = Vec::new();
     for (snapshot, query) in sources {
         let mut run = |index: &DocsIndex, deleted: Arc<roaring::RoaringTreemap>| -> Result<()> {
-            let filtered = FilterCollector::new(
-                ROW_ID_FIELD.to_owned(),
-                move |id: u64| !deleted.contains(id),
-                RangeEnds {
-                    path: path.to_owned(),
-                    dates,
-                },
-            );
-            ranges.extend(
-                index
-                    .searcher
-                    .search(*query, &filtered)
-                    .map_err(index_error)?,
-            );
+            let ends = RangeEnds {
+                path: path.to_owned(),
+                dates,
+            };
+            ranges.extend(search_live(index, *query, deleted, ends)?);
             Ok(())
         };
         snapshot.each_docs_index(&mut run)?;
