@@ -70,6 +70,10 @@ struct Args {
     /// Where the servers' data and the baseline's index go (default: under /var/tmp).
     #[arg(long, global = true)]
     dir: Option<PathBuf>,
+    /// A setting for every server the bench starts (`KEY=VALUE`, as `strata serve --set`),
+    /// for example `tables.segment_page_bytes=4096`. Repeatable.
+    #[arg(long = "set", global = true)]
+    settings: Vec<String>,
     /// Ignored: cargo bench passes it.
     #[arg(long, hide = true, global = true)]
     bench_flag: bool,
@@ -92,11 +96,19 @@ enum Bench {
 }
 
 const SEED: u64 = 1998;
+
+/// The `--set` arguments every server of this run starts with.
+static SETTINGS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
 const WARM_UP: usize = 20;
 
 fn main() {
     let args = Args::parse_from(std::env::args().filter(|a| a != "--bench"));
     let dir = args.dir.clone();
+    let mut settings = vec!["--set".to_owned(), "tables.flush_age_ms=500".to_owned()];
+    for setting in &args.settings {
+        settings.extend(["--set".to_owned(), setting.clone()]);
+    }
+    SETTINGS.set(settings).unwrap();
     server::in_scratch("bench", dir.as_deref(), |scratch| async move {
         match args.bench {
             Bench::Bulk { docs, queries } => bulk(&scratch, docs, queries).await,
@@ -114,7 +126,11 @@ async fn load(
     clients: usize,
 ) -> (Server, Platform, Duration, Duration) {
     std::fs::create_dir_all(dir).unwrap();
-    let server = Server::start(dir, &["--set", "tables.flush_age_ms=500"]);
+    let settings: Vec<&str> = SETTINGS
+        .get()
+        .map(|s| s.iter().map(String::as_str).collect())
+        .unwrap_or_default();
+    let server = Server::start(dir, &settings);
     let platform = Platform::of(&server, dir);
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();

@@ -124,7 +124,9 @@ pub fn ipc(batch: &RecordBatch) -> Vec<u8> {
 
 /// One batch as a Parquet file, with the writer settings of strata's segments.
 pub fn parquet(batch: &RecordBatch) -> Vec<u8> {
-    let properties = strata_projections::table::segment_properties();
+    let properties = strata_projections::table::segment_properties(
+        strata_projections::table::TableOptions::default().page_bytes,
+    );
     let mut out = Vec::new();
     let mut writer =
         ArrowWriter::try_new(&mut out, batch.schema(), Some(properties)).expect("writer");

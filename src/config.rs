@@ -298,6 +298,10 @@ pub struct TablesConfig {
     pub compact_min_segments: usize,
     /// ...where small means fewer live rows than this.
     pub small_segment_rows: u64,
+    /// About how large a segment's Parquet pages, data and dictionary, are (at least 1024). A
+    /// search result decompresses a page per column for each row it returns; smaller pages make
+    /// those reads cheaper and the files larger.
+    pub segment_page_bytes: usize,
     /// A segment with fewer vectors than this is searched exactly instead of through a graph.
     pub vector_graph_min_rows: usize,
     /// Neighbours per node of a segment's HNSW graph (M).
@@ -317,6 +321,7 @@ impl Default for TablesConfig {
             memtable_batches: 64,
             compact_min_segments: 8,
             small_segment_rows: 1 << 20,
+            segment_page_bytes: 16 << 10,
             vector_graph_min_rows: 2048,
             hnsw_m: 32,
             hnsw_ef_construction: 256,
@@ -588,6 +593,9 @@ impl Config {
         if self.log.segment_bytes < 4096 {
             return invalid("log.segment_bytes must be at least 4096");
         }
+        if self.tables.segment_page_bytes < 1024 {
+            return invalid("tables.segment_page_bytes must be at least 1024");
+        }
         match self.assistant.provider.as_str() {
             "none" => {}
             "openai-compatible" => {
@@ -831,6 +839,10 @@ mod tests {
             (
                 vec![("STRATA_ASSISTANT_PROVIDER", "openai-compatible")],
                 "needs assistant.base_url",
+            ),
+            (
+                vec![("STRATA_TABLES_SEGMENT_PAGE_BYTES", "512")],
+                "tables.segment_page_bytes must be at least 1024",
             ),
         ] {
             let error = ConfigLoader::default()

@@ -117,6 +117,7 @@ impl Engine {
             memtable_batches: t.memtable_batches,
             compact_min_segments: t.compact_min_segments,
             small_segment_rows: t.small_segment_rows,
+            page_bytes: t.segment_page_bytes,
             vectors: strata_projections::table::vector::VectorOptions {
                 graph_min_rows: t.vector_graph_min_rows,
                 max_connections: t.hnsw_m,

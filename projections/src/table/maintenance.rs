@@ -259,6 +259,7 @@ async fn write_segment(
 ) -> Result<Option<Segment>> {
     let schema = shared.schema.clone();
     let index = shared.index.clone();
+    let page_bytes = shared.options.page_bytes;
     let vectors = batches.iter().fold(RoaringTreemap::new(), |acc, b| {
         acc | (&*b.vectors - &*b.deleted)
     });
@@ -270,7 +271,7 @@ async fn write_segment(
     let encoded = blocking(shared, move || {
         let live: Vec<RecordBatch> = batches.iter().map(MemBatch::live).collect::<Result<_>>()?;
         let index = index.as_deref().map(|i| (i, seq, docs));
-        sorted_parquet(&schema, &live, index)
+        sorted_parquet(&schema, &live, index, page_bytes)
     })
     .await?;
     match encoded {
@@ -323,13 +324,15 @@ pub(super) fn low_priority<T: Send>(work: impl FnOnce() -> Result<T> + Send) -> 
 }
 
 /// Concatenates `live`, sorts by `_row_id`, encodes Parquet and builds the indexes of segment
-/// `seq` when the table has some, at a low priority. `None` for no rows.
+/// `seq` when the table has some, at a low priority, in Parquet pages of about `page_bytes`.
+/// `None` for no rows.
 fn sorted_parquet(
     schema: &arrow_schema::SchemaRef,
     live: &[RecordBatch],
     index: Option<SegmentIndexing<'_>>,
+    page_bytes: usize,
 ) -> Result<Option<Encoded>> {
-    low_priority(|| encode_segment(schema, live, index))
+    low_priority(|| encode_segment(schema, live, index, page_bytes))
 }
 
 /// A document index built already over some of a new segment's rows (a memtable batch's or
@@ -344,6 +347,7 @@ fn encode_segment(
     schema: &arrow_schema::SchemaRef,
     live: &[RecordBatch],
     index: Option<SegmentIndexing<'_>>,
+    page_bytes: usize,
 ) -> Result<Option<Encoded>> {
     let all = compute::concat_batches(schema, live).map_err(arrow_error)?;
     if all.num_rows() == 0 {
@@ -361,7 +365,8 @@ fn encode_segment(
     let rows = sorted.num_rows() as u64;
     // The Parquet file is encoded on a thread of its own while the indexes are built.
     let (bytes, index) = std::thread::scope(|scope| {
-        let parquet = scope.spawn(|| segment::encode_parquet(std::slice::from_ref(&sorted)));
+        let parquet =
+            scope.spawn(|| segment::encode_parquet(std::slice::from_ref(&sorted), page_bytes));
         let index = match index {
             Some((spec, seq, docs)) => {
                 let parts: Option<Vec<_>> = docs.as_ref().map(|d| {
@@ -484,6 +489,7 @@ async fn merge(shared: &Arc<Shared>, seq: u64, inputs: &[Segment]) -> Result<Opt
     });
     let schema = shared.schema.clone();
     let index = shared.index.clone();
+    let page_bytes = shared.options.page_bytes;
     let encoded = blocking(shared, move || {
         let mut live = Vec::new();
         for (bytes, deleted) in parts {
@@ -499,7 +505,12 @@ async fn merge(shared: &Arc<Shared>, seq: u64, inputs: &[Segment]) -> Result<Opt
                 live.push(super::rows::conform(&schema, &batch)?);
             }
         }
-        sorted_parquet(&schema, &live, index.as_deref().map(|i| (i, seq, docs)))
+        sorted_parquet(
+            &schema,
+            &live,
+            index.as_deref().map(|i| (i, seq, docs)),
+            page_bytes,
+        )
     })
     .await?;
     match encoded {

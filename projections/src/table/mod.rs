@@ -81,6 +81,9 @@ pub struct TableOptions {
     pub compact_min_segments: usize,
     /// ...where small means fewer rows than this.
     pub small_segment_rows: u64,
+    /// About how large a segment's Parquet pages are: a search reads a page per column
+    /// for each row it returns (see [`segment_properties`]).
+    pub page_bytes: usize,
     /// How vector indexes are built and searched.
     pub vectors: vector::VectorOptions,
 }
@@ -94,6 +97,7 @@ impl Default for TableOptions {
             memtable_batches: 64,
             compact_min_segments: 8,
             small_segment_rows: 1 << 20,
+            page_bytes: segment::DEFAULT_PAGE_BYTES,
             vectors: vector::VectorOptions::default(),
         }
     }

@@ -124,38 +124,50 @@ impl Segment {
     }
 }
 
-/// How segments are written. Scans read whole columns; searches read a few rows by id through
+/// How segments are written, in pages of about `page_bytes` (the default is
+/// [`DEFAULT_PAGE_BYTES`]). Scans read whole columns; searches read a few rows by id through
 /// the offset index, and pay for every page (and dictionary page) those rows sit in. So pages
-/// are small (16 KiB), dictionaries stop at 16 KiB (low-cardinality columns, the ones
+/// are small, dictionaries stop at the same size (low-cardinality columns, the ones
 /// dictionaries help, fit; unique values fall back to plain encoding early), and `_row_id`,
-/// unique and ascending, is delta-encoded without a dictionary.
+/// unique and ascending, is delta-encoded without a dictionary. The writer checks a page's
+/// size every write batch, so the batch shrinks with the page: a column of wide values still
+/// gets pages near the size.
 ///
 /// Pages are LZ4-compressed: a search result decompresses a page per column per row, and LZ4
 /// decompresses several times faster than zstd, for larger files (the trade Elasticsearch's
 /// stored fields and ClickHouse make by default; docs/benchmarks.md has the figures).
-pub fn segment_properties() -> WriterProperties {
+pub fn segment_properties(page_bytes: usize) -> WriterProperties {
     let row_id = ColumnPath::from(ROW_ID);
+    let page_bytes = page_bytes.max(MIN_PAGE_BYTES);
     WriterProperties::builder()
         .set_compression(Compression::LZ4_RAW)
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_max_row_group_row_count(Some(256 * 1024))
-        .set_data_page_size_limit(16 << 10)
-        .set_write_batch_size(256)
-        .set_dictionary_page_size_limit(16 << 10)
+        .set_data_page_size_limit(page_bytes)
+        .set_write_batch_size((page_bytes / 64).clamp(16, 1024))
+        .set_dictionary_page_size_limit(page_bytes)
         .set_column_dictionary_enabled(row_id.clone(), false)
         .set_column_encoding(row_id, Encoding::DELTA_BINARY_PACKED)
         .build()
 }
 
+/// The data page size segments are written with unless `tables.segment_page_bytes` says
+/// otherwise.
+pub const DEFAULT_PAGE_BYTES: usize = 16 << 10;
+
+/// The smallest data page size taken: below it, page headers and the page index outweigh what
+/// a read by row saves.
+pub const MIN_PAGE_BYTES: usize = 1 << 10;
+
 /// Encodes rows (already sorted by `_row_id`, deleted rows removed) as a Parquet file with
-/// statistics on every column.
-pub(crate) fn encode_parquet(batches: &[RecordBatch]) -> Result<Vec<u8>> {
+/// statistics on every column, in pages of about `page_bytes`.
+pub(crate) fn encode_parquet(batches: &[RecordBatch], page_bytes: usize) -> Result<Vec<u8>> {
     let Some(first) = batches.first() else {
         return Err(Error::Arrow(
             "a segment needs at least one batch".to_owned(),
         ));
     };
-    let properties = segment_properties();
+    let properties = segment_properties(page_bytes);
     let mut out = Vec::new();
     let mut writer = ArrowWriter::try_new(&mut out, first.schema(), Some(properties))?;
     for batch in batches {

@@ -1197,3 +1197,66 @@ async fn rows_within_a_kept_filter_are_found_once_per_snapshot() {
     assert_eq!(second.rows().iter().collect::<Vec<u64>>(), expected);
     assert_eq!(read_ids(read(snapshot, second).await), expected);
 }
+
+/// Segments are written in data pages of the configured size: a quarter of the size gives
+/// about four times the pages of a wide column, and the rows read back the same either way.
+#[test]
+fn segments_are_written_in_pages_of_the_configured_size() {
+    use arrow::{
+        array::UInt64Array,
+        datatypes::{DataType, Field, Schema},
+    };
+    use parquet::{
+        arrow::arrow_reader::{
+            ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+        },
+        file::metadata::PageIndexPolicy,
+    };
+
+    let rows = 20_000u64;
+    let schema = Arc::new(Schema::new(vec![
+        Field::new(rows::ROW_ID, DataType::UInt64, false),
+        Field::new("message", DataType::Utf8, false),
+    ]));
+    // Distinct values, so the dictionary falls back to plain pages early.
+    let messages: StringArray = (0..rows)
+        .map(|i| {
+            Some(format!(
+                "{:016x} request {i} took {} ms",
+                i.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                i % 977
+            ))
+        })
+        .collect();
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(UInt64Array::from_iter_values(0..rows)),
+            Arc::new(messages),
+        ],
+    )
+    .unwrap();
+    let pages = |page_bytes: usize| {
+        let file = bytes::Bytes::from(
+            segment::encode_parquet(std::slice::from_ref(&batch), page_bytes).unwrap(),
+        );
+        let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Required);
+        let metadata = ArrowReaderMetadata::load(&file, options).unwrap();
+        let offsets = metadata.metadata().offset_index().unwrap();
+        let read: Vec<RecordBatch> = ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap()
+            .collect::<std::result::Result<_, _>>()
+            .unwrap();
+        let read = arrow::compute::concat_batches(&batch.schema(), &read).unwrap();
+        assert_eq!(read, batch, "pages of {page_bytes} bytes read back");
+        offsets[0][1].page_locations().len()
+    };
+    let (small, default) = (pages(4 << 10), pages(segment::DEFAULT_PAGE_BYTES));
+    assert!(default >= 20, "{default} pages of 16 KiB");
+    assert!(
+        small >= 3 * default && small <= 5 * default,
+        "{small} pages of 4 KiB against {default} of 16 KiB"
+    );
+}
