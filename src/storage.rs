@@ -24,6 +24,8 @@ use crate::error::{Error, Result};
 pub struct BoundStore {
     pub store: Arc<dyn ObjectStore>,
     pub prefix: Path,
+    /// `store` itself when the binding is a `file://` directory of this machine.
+    pub local: Option<Arc<LocalFileSystem>>,
 }
 
 /// Retries and timeouts of bucket clients: a failing bucket answers within seconds, not the
@@ -128,10 +130,12 @@ pub fn open(binding: &StorageBinding) -> Result<BoundStore> {
             let root = format!("/{}", prefix.as_ref());
             std::fs::create_dir_all(&root)
                 .map_err(|e| bad(format!("cannot create {root}: {e}")))?;
-            let store = LocalFileSystem::new_with_prefix(&root).map_err(|e| bad(e.to_string()))?;
+            let store =
+                Arc::new(LocalFileSystem::new_with_prefix(&root).map_err(|e| bad(e.to_string()))?);
             return Ok(BoundStore {
-                store: Arc::new(store),
+                store: store.clone(),
                 prefix: Path::default(),
+                local: Some(store),
             });
         }
         other => {
@@ -140,7 +144,11 @@ pub fn open(binding: &StorageBinding) -> Result<BoundStore> {
             )));
         }
     };
-    Ok(BoundStore { store, prefix })
+    Ok(BoundStore {
+        store,
+        prefix,
+        local: None,
+    })
 }
 
 /// Proves a binding end to end: puts, gets, lists and deletes a probe object. The error names

@@ -14,7 +14,7 @@ use std::{
 };
 
 use datafusion::execution::object_store::ObjectStoreUrl;
-use object_store::{ObjectStore, local::LocalFileSystem};
+use object_store::local::LocalFileSystem;
 use serde::{Deserialize, Serialize};
 use strata_log::{
     CommitLog, PartitionId,
@@ -85,7 +85,7 @@ impl TableCheck {
 pub struct Side {
     dir: PathBuf,
     state: StateStore,
-    tables: Arc<dyn ObjectStore>,
+    tables: Arc<LocalFileSystem>,
     rebuild: bool,
 }
 
@@ -144,6 +144,7 @@ impl Side {
             url: ObjectStoreUrl::parse(format!("strata://{}", database.id))?,
             prefix: object_store::path::Path::from(format!("{}/{}", database.id, def.id)),
             index_dir: self.dir.join("indexes").join(&database.id).join(&def.id),
+            local: Some(self.tables.clone()),
         };
         let options = match self.rebuild {
             true => TableOptions::default(),

@@ -78,11 +78,13 @@ pub async fn run(rebuild: Rebuild) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(&tables)
         .with_context(|| format!("cannot create {}", tables.display()))?;
+    let local = Arc::new(LocalFileSystem::new_with_prefix(&tables)?);
     let store = TableStore {
-        store: Arc::new(LocalFileSystem::new_with_prefix(&tables)?),
+        store: local.clone(),
         url: ObjectStoreUrl::parse(format!("strata://{}", database.id))?,
         prefix: object_store::path::Path::from(format!("{}/{staging}", database.id)),
         index_dir: staged_indexes.clone(),
+        local: Some(local),
     };
     let partition = PartitionId::table(&database.account, &database.name, &def.name);
     let events = log.high_water_mark(&partition).await?;

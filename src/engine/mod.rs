@@ -34,7 +34,7 @@ pub use platform::{assistant, connections, imports, monitors, promql, sessions};
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use datafusion::execution::object_store::ObjectStoreUrl;
-use object_store::ObjectStore;
+use object_store::{ObjectStore, local::LocalFileSystem};
 use strata_log::{CommitLog, FileLog, FileLogOptions, KafkaLog, KafkaOptions};
 use strata_projections::{
     Projector, StateStore,
@@ -82,6 +82,8 @@ pub struct DatabaseRuntime {
     store: Arc<dyn ObjectStore>,
     url: ObjectStoreUrl,
     root: object_store::path::Path,
+    /// `store` itself when it is this machine's file system.
+    local: Option<Arc<LocalFileSystem>>,
     /// Active tables, by table id.
     tables: parking_lot::Mutex<HashMap<String, Arc<OnceCell<Arc<TableRuntime>>>>>,
     /// Runtimes replaced by one with a newer definition, by table id, until the new one opens
@@ -121,7 +123,7 @@ pub struct Engine {
     store: StateStore,
     /// Where table segments live unless a database is bound to its own bucket:
     /// `<data_dir>/tables/<database id>/<table id>/`.
-    tables: Arc<dyn ObjectStore>,
+    tables: Arc<LocalFileSystem>,
     control: Leader<Arc<ControlState>>,
     /// Active database runtimes.
     registry: registry::Registry,
@@ -191,8 +193,8 @@ impl Engine {
         let tables_dir = config.data_dir.join("tables");
         std::fs::create_dir_all(&tables_dir)
             .map_err(|e| Error::Internal(format!("cannot create {}: {e}", tables_dir.display())))?;
-        let tables: Arc<dyn ObjectStore> = Arc::new(
-            object_store::local::LocalFileSystem::new_with_prefix(&tables_dir)
+        let tables = Arc::new(
+            LocalFileSystem::new_with_prefix(&tables_dir)
                 .map_err(|e| Error::Internal(e.to_string()))?,
         );
         let projection = {
@@ -290,7 +292,8 @@ impl Engine {
         tracing::info!(account = %database.account, database = %database.name, "database activated");
         let url = ObjectStoreUrl::parse(format!("strata://{}", database.id))
             .map_err(|e| Error::Internal(e.to_string()))?;
-        let (store, root) = self.database_store(database)?;
+        let bound = self.database_store(database)?;
+        let store = bound.store;
         crate::query::register_store(&self.queries, &url, store.clone());
         Ok(Arc::new(DatabaseRuntime {
             account: database.account.clone(),
@@ -298,7 +301,8 @@ impl Engine {
             id: database.id.clone(),
             store,
             url,
-            root,
+            root: bound.prefix,
+            local: bound.local,
             tables: parking_lot::Mutex::new(HashMap::new()),
             retiring: parking_lot::Mutex::new(HashMap::new()),
             catalog: Leader::new(
@@ -314,19 +318,14 @@ impl Engine {
 
     /// Where a database's tables live: its own bucket when it has a binding, else
     /// `<data_dir>/tables/<database id>/`.
-    fn database_store(
-        &self,
-        database: &Database,
-    ) -> Result<(Arc<dyn ObjectStore>, object_store::path::Path)> {
+    fn database_store(&self, database: &Database) -> Result<crate::storage::BoundStore> {
         match &database.storage {
-            Some(binding) => {
-                let bound = crate::storage::open(&self.unsealed(binding)?)?;
-                Ok((bound.store, bound.prefix))
-            }
-            None => Ok((
-                self.tables.clone(),
-                object_store::path::Path::from(database.id.as_str()),
-            )),
+            Some(binding) => crate::storage::open(&self.unsealed(binding)?),
+            None => Ok(crate::storage::BoundStore {
+                store: self.tables.clone(),
+                prefix: object_store::path::Path::from(database.id.as_str()),
+                local: Some(self.tables.clone()),
+            }),
         }
     }
 

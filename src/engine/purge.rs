@@ -67,14 +67,15 @@ impl Engine {
             let id = database.id.clone();
             let tables = blocking(move || CatalogProjection::stored_table_ids(&db, &id)).await??;
             if !tables.is_empty() {
-                let (store, root) = self.database_store(database)?;
+                let bound = self.database_store(database)?;
                 for table in tables {
-                    super::remove_files(&store, root.clone().join(table.as_str()).as_ref()).await?;
+                    let files = bound.prefix.clone().join(table.as_str());
+                    super::remove_files(&bound.store, files.as_ref()).await?;
                 }
             }
         } else {
-            let (store, root) = self.database_store(database)?;
-            super::remove_files(&store, &format!("{root}/")).await?;
+            let bound = self.database_store(database)?;
+            super::remove_files(&bound.store, &format!("{}/", bound.prefix)).await?;
         }
         super::remove_local_dir(&self.index_dir(&database.id, "")).await;
         let prefix = PartitionId::database_prefix(&database.account, &database.name);

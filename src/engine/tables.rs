@@ -183,6 +183,7 @@ impl Engine {
             url: database.url.clone(),
             prefix: database.root.clone().join(def.id.as_str()),
             index_dir: self.index_dir(&database.id, &def.id),
+            local: database.local.clone(),
         };
         let (projection, handle) =
             TableProjection::open(def.clone(), partition, store, self.table_options()).await?;

@@ -19,7 +19,7 @@ use super::{
     manifest::{Manifest, SegmentEntry, bitmap_from_text, bitmap_to_text},
     rows::row_ids,
     rows::{ROW_ID, arrow_error},
-    segment::{self, Segment, SegmentFile, TableStore},
+    segment::{self, Segment, TableStore},
 };
 use crate::error::{Error, Result};
 
@@ -88,7 +88,7 @@ async fn segments_exist(store: &TableStore, manifest: &Manifest) -> Result<bool>
 pub(super) fn segment_from_entry(store: &TableStore, entry: &SegmentEntry) -> Result<Segment> {
     Ok(Segment {
         seq: entry.seq,
-        file: SegmentFile::new(store.store.clone(), store.path(&entry.file), entry.bytes),
+        file: store.segment_file(store.path(&entry.file), entry.bytes),
         rows: entry.rows,
         ids: Arc::new(bitmap_from_text(&entry.ids)?),
         deleted: Arc::new(bitmap_from_text(&entry.deleted)?),
@@ -292,7 +292,7 @@ async fn install_file(
     segment::put(&shared.store.store, &path, encoded.bytes).await?;
     Ok(Segment {
         seq,
-        file: SegmentFile::new(shared.store.store.clone(), path, size),
+        file: shared.store.segment_file(path, size),
         rows: encoded.rows,
         vectors: Arc::new(vectors & &encoded.ids),
         ids: Arc::new(encoded.ids),
@@ -599,11 +599,16 @@ mod tests {
     use super::*;
 
     fn segment(seq: u64, rows: u64, deleted: u64) -> Segment {
-        let store: Arc<dyn object_store::ObjectStore> =
-            Arc::new(object_store::memory::InMemory::new());
+        let store = TableStore {
+            store: Arc::new(object_store::memory::InMemory::new()),
+            url: datafusion::execution::object_store::ObjectStoreUrl::parse("strata://t").unwrap(),
+            prefix: Path::default(),
+            index_dir: std::path::PathBuf::new(),
+            local: None,
+        };
         Segment {
             seq,
-            file: SegmentFile::new(store, Path::from(format!("s{seq}")), 0),
+            file: store.segment_file(Path::from(format!("s{seq}")), 0),
             rows,
             ids: Arc::new((0..rows).collect()),
             deleted: Arc::new((0..deleted).collect()),

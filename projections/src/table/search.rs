@@ -20,7 +20,10 @@ use object_store::{ObjectStore, ObjectStoreExt, path::Path};
 use parquet::{
     arrow::{
         ParquetRecordBatchStreamBuilder, ProjectionMask,
-        arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelection, RowSelector},
+        arrow_reader::{
+            ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
+            RowSelector,
+        },
         async_reader::AsyncFileReader,
     },
     errors::ParquetError,
@@ -484,26 +487,24 @@ async fn read_segment_rows(
     hits: RoaringTreemap,
     schema: &SchemaRef,
 ) -> Result<RecordBatch> {
+    // With the offset index, only the pages that hold the wanted rows are read.
+    let options = ArrowReaderOptions::new().with_offset_index_policy(PageIndexPolicy::Optional);
+    let mapped = segment.file.mapped()?;
     let mut reader = SegmentReader {
         store: snapshot.store.store.clone(),
         path: segment.file.path.clone(),
         size: segment.file.bytes,
     };
-    let metadata = match segment.file.reader_metadata.get() {
-        Some(metadata) => metadata.clone(),
-        None => {
-            // With the offset index, only the pages that hold the wanted rows are fetched.
-            let options =
-                ArrowReaderOptions::new().with_offset_index_policy(PageIndexPolicy::Optional);
-            let metadata = ArrowReaderMetadata::load_async(&mut reader, options).await?;
-            segment
-                .file
-                .reader_metadata
-                .get_or_init(|| metadata)
-                .clone()
-        }
+    let metadata = match (segment.file.reader_metadata.get(), &mapped) {
+        (Some(metadata), _) => metadata.clone(),
+        (None, Some(bytes)) => ArrowReaderMetadata::load(bytes, options)?,
+        (None, None) => ArrowReaderMetadata::load_async(&mut reader, options).await?,
     };
-    let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata);
+    let metadata = segment
+        .file
+        .reader_metadata
+        .get_or_init(|| metadata)
+        .clone();
     let names: Vec<&str> = schema
         .fields()
         .iter()
@@ -513,7 +514,7 @@ async fn read_segment_rows(
     // A segment written before a column existed does not have it: it reads as nulls.
     let roots: Vec<usize> = names
         .iter()
-        .filter_map(|n| builder.schema().index_of(n).ok())
+        .filter_map(|n| metadata.schema().index_of(n).ok())
         .collect();
     let mut selectors = Vec::new();
     let mut next = 0u64;
@@ -527,12 +528,25 @@ async fn read_segment_rows(
     }
     let mut columns: Vec<ArrayRef> = vec![Arc::new(UInt64Array::from_iter_values(hits.iter()))];
     if !roots.is_empty() {
-        let mask = ProjectionMask::roots(builder.parquet_schema(), roots.iter().copied());
-        let stream = builder
-            .with_projection(mask)
-            .with_row_selection(RowSelection::from(selectors))
-            .build()?;
-        let batches: Vec<RecordBatch> = stream.try_collect().await?;
+        let mask = ProjectionMask::roots(metadata.parquet_schema(), roots.iter().copied());
+        let selection = RowSelection::from(selectors);
+        // A mapped file is read in place, on this thread: its pages are memory.
+        let batches: Vec<RecordBatch> = match mapped {
+            Some(bytes) => ParquetRecordBatchReaderBuilder::new_with_metadata(bytes, metadata)
+                .with_projection(mask)
+                .with_row_selection(selection)
+                .build()?
+                .collect::<std::result::Result<_, _>>()
+                .map_err(arrow_error)?,
+            None => {
+                ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata)
+                    .with_projection(mask)
+                    .with_row_selection(selection)
+                    .build()?
+                    .try_collect()
+                    .await?
+            }
+        };
         let read = batches
             .first()
             .map(RecordBatch::schema)

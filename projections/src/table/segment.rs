@@ -8,7 +8,8 @@ use std::sync::{
 };
 
 use arrow::array::RecordBatch;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload, path::Path};
+use bytes::Bytes;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload, local::LocalFileSystem, path::Path};
 use parquet::{
     arrow::ArrowWriter,
     basic::{Compression, Encoding},
@@ -31,11 +32,32 @@ pub struct TableStore {
     pub prefix: Path,
     /// A local directory for the table's segment indexes (see [`super::index`]).
     pub index_dir: std::path::PathBuf,
+    /// `store` itself when it is the machine's file system (the data directory, or a
+    /// `file://` binding): segment files are then read in place, mapped into memory, by
+    /// searches that fetch a few rows (see [`SegmentFile::mapped`]).
+    pub local: Option<Arc<LocalFileSystem>>,
 }
 
 impl TableStore {
     pub(crate) fn path(&self, relative: &str) -> Path {
         self.prefix.clone().join_parts_checked(relative)
+    }
+
+    /// A segment file of the table at `path` in the store.
+    pub(crate) fn segment_file(&self, path: Path, bytes: u64) -> Arc<SegmentFile> {
+        let local = self
+            .local
+            .as_ref()
+            .and_then(|fs| fs.path_to_filesystem(&path).ok());
+        Arc::new(SegmentFile {
+            path,
+            bytes,
+            store: self.store.clone(),
+            local,
+            retired: AtomicBool::new(false),
+            reader_metadata: std::sync::OnceLock::new(),
+            mapped: std::sync::OnceLock::new(),
+        })
     }
 }
 
@@ -58,23 +80,58 @@ pub struct SegmentFile {
     pub path: Path,
     pub bytes: u64,
     store: Arc<dyn ObjectStore>,
+    /// Where the file is on this machine, when its store is the local file system.
+    local: Option<std::path::PathBuf>,
     retired: AtomicBool,
     /// The file's footer and page index, decoded once by the first read by row id (see
     /// [`super::search`]): a search fetches a few rows, and decoding the footer each time
     /// would cost more than reading them.
     pub(crate) reader_metadata:
         std::sync::OnceLock<parquet::arrow::arrow_reader::ArrowReaderMetadata>,
+    /// The local file mapped into memory, by the first read by row id.
+    mapped: std::sync::OnceLock<Bytes>,
 }
 
 impl SegmentFile {
-    pub(crate) fn new(store: Arc<dyn ObjectStore>, path: Path, bytes: u64) -> Arc<SegmentFile> {
-        Arc::new(SegmentFile {
-            path,
-            bytes,
-            store,
-            retired: AtomicBool::new(false),
-            reader_metadata: std::sync::OnceLock::new(),
-        })
+    /// The whole file, mapped into memory, when it is on this machine; `None` when it lives
+    /// in a bucket.
+    ///
+    /// A search reads a few rows, a page per column per row: through the object store each
+    /// read opens the file and hands a `pread` to a blocking thread, which costs more than
+    /// decoding the page. Mapped, a page is a slice of memory the page cache already holds.
+    /// Segment files are immutable once written (written whole, then renamed into place),
+    /// and a deleted file stays mapped until the last reader drops it, so the mapping never
+    /// changes under a reader. The map is made with tantivy's `MmapDirectory`, which maps
+    /// the index files the same way.
+    pub(crate) fn mapped(&self) -> Result<Option<Bytes>> {
+        let Some(local) = &self.local else {
+            return Ok(None);
+        };
+        if let Some(bytes) = self.mapped.get() {
+            return Ok(Some(bytes.clone()));
+        }
+        let unreadable =
+            |error: String| Error::Index(format!("cannot map segment file {}: {error}", self.path));
+        let (Some(dir), Some(name)) = (local.parent(), local.file_name()) else {
+            return Err(unreadable("not a file path".to_owned()));
+        };
+        let dir = tantivy::directory::MmapDirectory::open(dir)
+            .map_err(|error| unreadable(error.to_string()))?;
+        let file = tantivy::Directory::open_read(&dir, std::path::Path::new(name))
+            .map_err(|error| unreadable(error.to_string()))?;
+        let bytes = file
+            .read_bytes()
+            .map_err(|error| unreadable(error.to_string()))?;
+        if bytes.len() as u64 != self.bytes {
+            return Err(unreadable(format!(
+                "{} bytes where the manifest says {}",
+                bytes.len(),
+                self.bytes
+            )));
+        }
+        Ok(Some(
+            self.mapped.get_or_init(|| Bytes::from_owner(bytes)).clone(),
+        ))
     }
 
     pub(crate) fn retire(&self) {

@@ -8,7 +8,7 @@ use arrow::{
     datatypes::{Int64Type, UInt64Type},
 };
 use datafusion::{execution::object_store::ObjectStoreUrl, prelude::SessionContext};
-use object_store::{ObjectStore, local::LocalFileSystem, path::Path};
+use object_store::{local::LocalFileSystem, path::Path};
 use proptest::prelude::*;
 use strata_log::{
     CommitLog, Envelope, MemoryLog, PartitionId,
@@ -94,6 +94,9 @@ struct Harness {
     options: TableOptions,
     projector: Option<Projector<Arc<TableSnapshot>>>,
     handle: Option<TableHandle>,
+    /// Whether the store is known as the local file system, so segments are read mapped
+    /// into memory; when not, they are read through the object store, as from a bucket.
+    mapped: bool,
 }
 
 impl Harness {
@@ -109,19 +112,20 @@ impl Harness {
             options,
             projector: None,
             handle: None,
+            mapped: true,
         };
         harness.start().await;
         harness
     }
 
     fn store(&self) -> TableStore {
-        let store: Arc<dyn ObjectStore> =
-            Arc::new(LocalFileSystem::new_with_prefix(self.dir.path()).unwrap());
+        let local = Arc::new(LocalFileSystem::new_with_prefix(self.dir.path()).unwrap());
         TableStore {
-            store,
+            store: local.clone(),
             url: ObjectStoreUrl::parse("strata://db1").unwrap(),
             prefix: Path::from("db1/t1"),
             index_dir: self.dir.path().join("indexes"),
+            local: self.mapped.then_some(local),
         }
     }
 
@@ -192,6 +196,28 @@ impl Harness {
         let within = RowsWithin::new(&snapshot, Arc::new(rows));
         let scan = TableScan::new(snapshot).within(Arc::new(within));
         self.query_scan_where(scan, condition).await
+    }
+
+    /// What reading the rows with ids in `rows` by id (as a search reads its hits) returns.
+    async fn query_by_id(&self, rows: &RoaringTreemap) -> BTreeMap<u64, Row> {
+        let ids: Vec<u64> = rows.iter().collect();
+        let columns = ["name".to_owned(), "n".to_owned(), "v".to_owned()];
+        let batch = self.snapshot().rows_by_id(&ids, Some(&columns)).await;
+        let batch = crate::table::provider::strings_as_declared(&batch.unwrap()).unwrap();
+        let ids = batch.column(0).as_primitive::<UInt64Type>();
+        let names = batch.column(1).as_string::<i32>();
+        let ns = batch.column(2).as_primitive::<Int64Type>();
+        let mut out = BTreeMap::new();
+        for i in 0..batch.num_rows() {
+            let row = (
+                names.value(i).to_owned(),
+                ns.value(i),
+                !batch.column(3).is_null(i),
+            );
+            let previous = out.insert(ids.value(i), row);
+            assert!(previous.is_none(), "row id {} read twice", ids.value(i));
+        }
+        out
     }
 
     async fn query_scan(&self, scan: TableScan) -> BTreeMap<u64, Row> {
@@ -379,6 +405,7 @@ async fn run_on(table: Arc<TableDef>, ops: Vec<Op>, options: TableOptions) {
         .map(|(id, row)| (*id, row.clone()))
         .collect();
     assert_eq!(harness.query_within(asked.clone()).await, within);
+    assert_eq!(harness.query_by_id(&asked).await, within, "by row id");
     // Within them, and with a condition the scan prunes row groups and pages by.
     let mut ns: Vec<i64> = within.values().map(|row| row.1).collect();
     ns.sort();
@@ -400,8 +427,15 @@ async fn run_on(table: Arc<TableDef>, ops: Vec<Op>, options: TableOptions) {
         .map(|(id, row)| (*id, row.clone()))
         .collect();
     assert_eq!(harness.query_within(block.clone()).await, in_block);
+    // Segments read through the object store, as from a bucket, after the restart.
+    harness.mapped = false;
     harness.restart().await;
     assert_eq!(harness.query().await, model, "after a final restart");
+    assert_eq!(
+        harness.query_by_id(&asked).await,
+        within,
+        "by row id, through the object store"
+    );
     assert_eq!(
         harness.query_within(asked).await,
         within,
@@ -810,6 +844,7 @@ async fn a_metrics_table_keeps_its_series_in_the_memtable_segments_and_compactio
         },
         projector: None,
         handle: None,
+        mapped: true,
     };
     harness.start().await;
     harness
