@@ -321,7 +321,7 @@ impl Default for TablesConfig {
             memtable_batches: 64,
             compact_min_segments: 8,
             small_segment_rows: 1 << 20,
-            segment_page_bytes: 16 << 10,
+            segment_page_bytes: strata_projections::table::DEFAULT_PAGE_BYTES,
             vector_graph_min_rows: 2048,
             hnsw_m: 32,
             hnsw_ef_construction: 256,
@@ -593,8 +593,11 @@ impl Config {
         if self.log.segment_bytes < 4096 {
             return invalid("log.segment_bytes must be at least 4096");
         }
-        if self.tables.segment_page_bytes < 1024 {
-            return invalid("tables.segment_page_bytes must be at least 1024");
+        if self.tables.segment_page_bytes < strata_projections::table::MIN_PAGE_BYTES {
+            return Err(ConfigError::Invalid(format!(
+                "tables.segment_page_bytes must be at least {}",
+                strata_projections::table::MIN_PAGE_BYTES
+            )));
         }
         match self.assistant.provider.as_str() {
             "none" => {}

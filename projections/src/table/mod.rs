@@ -58,7 +58,9 @@ pub use self::{
         KeepExec, RowsWithin, TableScan, scan_schema, strings_as_declared,
         strings_as_declared_schema,
     },
-    segment::{Segment, SegmentFile, TableStore, segment_properties},
+    segment::{
+        DEFAULT_PAGE_BYTES, MIN_PAGE_BYTES, Segment, SegmentFile, TableStore, segment_properties,
+    },
 };
 use crate::{
     catalog::TableDef,

@@ -1288,10 +1288,15 @@ fn segments_are_written_in_pages_of_the_configured_size() {
         assert_eq!(read, batch, "pages of {page_bytes} bytes read back");
         offsets[0][1].page_locations().len()
     };
-    let (small, default) = (pages(4 << 10), pages(segment::DEFAULT_PAGE_BYTES));
-    assert!(default >= 20, "{default} pages of 16 KiB");
+    let (small, large) = (pages(4 << 10), pages(16 << 10));
+    assert!(large >= 20, "{large} pages of 16 KiB");
     assert!(
-        small >= 3 * default && small <= 5 * default,
-        "{small} pages of 4 KiB against {default} of 16 KiB"
+        small >= 3 * large && small <= 5 * large,
+        "{small} pages of 4 KiB against {large} of 16 KiB"
+    );
+    let default = pages(segment::DEFAULT_PAGE_BYTES);
+    assert!(
+        small > default && default > large,
+        "{default} pages by default"
     );
 }
