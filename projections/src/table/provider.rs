@@ -1,6 +1,7 @@
-//! DataFusion over a table snapshot: segments are scanned as Parquet through object_store, with
-//! the projection and the query's filters pushed into the scan (row groups pruned by their
-//! statistics), each followed by a filter of its tombstoned rows; memtable rows are scanned
+//! DataFusion over a table snapshot: segments are scanned as Parquet (mapped in place when they
+//! are on this machine, through object_store when in a bucket: [`files`]), with the projection
+//! and the query's filters pushed into the scan (row groups pruned by their statistics), each
+//! followed by a filter of its tombstoned rows; memtable rows are scanned
 //! from memory. A scan of some rows alone ([`TableScan::within`]: the records a reader may
 //! see) gives each segment's share to the Parquet reader as a row selection, so the other rows
 //! are never decoded and no row id is tested.
@@ -22,7 +23,8 @@ use datafusion::{
         listing::PartitionedFile,
         memory::MemorySourceConfig,
         physical_plan::{
-            FileGroup, FileScanConfigBuilder, ParquetSource, parquet::ParquetRowSelection,
+            FileGroup, FileScanConfigBuilder, ParquetSource,
+            parquet::{DefaultParquetFileReaderFactory, ParquetRowSelection},
         },
         source::DataSourceExec,
         table_schema::TableSchema,
@@ -286,6 +288,10 @@ impl TableProvider for TableScan {
             }
             None => None,
         };
+        let segment_files = Arc::new(files::SegmentFiles::new(
+            snapshot.segments.iter().map(|segment| &segment.file),
+            DefaultParquetFileReaderFactory::new(snapshot.store.store.clone()),
+        ));
         // A scan of the files reading `columns` of the table; `numbered`: and after them, each
         // row's segment (`seq`, from the file's partition value) and its position in the file.
         let parquet = |files: Vec<PartitionedFile>,
@@ -300,7 +306,8 @@ impl TableProvider for TableScan {
                     .with_virtual_columns(vec![position_field()]);
                 columns.extend([schema.fields().len(), schema.fields().len() + 1]);
             }
-            let mut source = ParquetSource::new(table.build());
+            let mut source = ParquetSource::new(table.build())
+                .with_parquet_file_reader_factory(segment_files.clone());
             if let Some(predicate) = &predicate {
                 source = source.with_predicate(predicate.clone());
             }
@@ -641,5 +648,6 @@ impl ExecutionPlan for KeepExec {
     }
 }
 
+mod files;
 #[cfg(test)]
 mod tests;

@@ -57,6 +57,7 @@ impl TableStore {
             retired: AtomicBool::new(false),
             reader_metadata: std::sync::OnceLock::new(),
             mapped: std::sync::OnceLock::new(),
+            scan_metadata: std::sync::OnceLock::new(),
         })
     }
 }
@@ -90,6 +91,9 @@ pub struct SegmentFile {
         std::sync::OnceLock<parquet::arrow::arrow_reader::ArrowReaderMetadata>,
     /// The local file mapped into memory, by the first read by row id.
     mapped: std::sync::OnceLock<Bytes>,
+    /// The footer with its page index (column and offset indexes), decoded by the first scan
+    /// of the mapped file.
+    scan_metadata: std::sync::OnceLock<Arc<parquet::file::metadata::ParquetMetaData>>,
 }
 
 impl SegmentFile {
@@ -132,6 +136,24 @@ impl SegmentFile {
         Ok(Some(
             self.mapped.get_or_init(|| Bytes::from_owner(bytes)).clone(),
         ))
+    }
+
+    /// The footer of the file, `mapped` (what [`Self::mapped`] gave), with its page index, for
+    /// a scan: decoded once.
+    pub(crate) fn scan_metadata(
+        &self,
+        mapped: &Bytes,
+    ) -> Result<Arc<parquet::file::metadata::ParquetMetaData>> {
+        if let Some(metadata) = self.scan_metadata.get() {
+            return Ok(metadata.clone());
+        }
+        let metadata = parquet::file::metadata::ParquetMetaDataReader::new()
+            .with_page_index_policy(parquet::file::metadata::PageIndexPolicy::Optional)
+            .parse_and_finish(mapped)?;
+        Ok(self
+            .scan_metadata
+            .get_or_init(|| Arc::new(metadata))
+            .clone())
     }
 
     pub(crate) fn retire(&self) {
