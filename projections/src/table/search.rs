@@ -497,7 +497,10 @@ async fn read_segment_rows(
     };
     let metadata = match (segment.file.reader_metadata.get(), &mapped) {
         (Some(metadata), _) => metadata.clone(),
-        (None, Some(bytes)) => ArrowReaderMetadata::load(bytes, options)?,
+        // The footer a scan of the mapped file decodes serves here too: decoded once.
+        (None, Some(bytes)) => {
+            ArrowReaderMetadata::try_new(segment.file.scan_metadata(bytes)?, options)?
+        }
         (None, None) => ArrowReaderMetadata::load_async(&mut reader, options).await?,
     };
     let metadata = segment

@@ -34,7 +34,7 @@ pub struct TableStore {
     pub index_dir: std::path::PathBuf,
     /// `store` itself when it is the machine's file system (the data directory, or a
     /// `file://` binding): segment files are then read in place, mapped into memory, by
-    /// searches that fetch a few rows (see [`SegmentFile::mapped`]).
+    /// searches that fetch a few rows and by SQL scans (see [`SegmentFile::mapped`]).
     pub local: Option<Arc<LocalFileSystem>>,
 }
 
@@ -89,10 +89,10 @@ pub struct SegmentFile {
     /// would cost more than reading them.
     pub(crate) reader_metadata:
         std::sync::OnceLock<parquet::arrow::arrow_reader::ArrowReaderMetadata>,
-    /// The local file mapped into memory, by the first read by row id.
+    /// The local file mapped into memory, by the first read by row id or scan.
     mapped: std::sync::OnceLock<Bytes>,
-    /// The footer with its page index (column and offset indexes), decoded by the first scan
-    /// of the mapped file.
+    /// The footer with its page index (column and offset indexes) of the mapped file, decoded
+    /// by its first scan or read by row id.
     scan_metadata: std::sync::OnceLock<Arc<parquet::file::metadata::ParquetMetaData>>,
 }
 
@@ -138,8 +138,8 @@ impl SegmentFile {
         ))
     }
 
-    /// The footer of the file, `mapped` (what [`Self::mapped`] gave), with its page index, for
-    /// a scan: decoded once.
+    /// The footer of the file, `mapped` (what [`Self::mapped`] gave), with its page index:
+    /// decoded once, for scans and reads by row id alike.
     pub(crate) fn scan_metadata(
         &self,
         mapped: &Bytes,
