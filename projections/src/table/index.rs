@@ -22,6 +22,7 @@ use roaring::RoaringTreemap;
 use super::{
     docs::{DocsIndex, DocsSchema},
     series::SeriesSet,
+    stored::RowStore,
     text::{SegmentText, TextSchema, build_segment_index, index_error},
     vector::{SegmentVectors, VectorOptions},
 };
@@ -140,6 +141,13 @@ impl IndexSpec {
         self.docs.is_none() || self.searched.lately()
     }
 
+    /// Whether searches return the table's rows (by text, vector or document query), so that
+    /// its segments store their rows whole for them (see [`super::stored`]). A metrics
+    /// dataset's samples are read by series.
+    fn searched_for_rows(&self) -> bool {
+        self.text.is_some() || self.vector.is_some() || self.docs.is_some()
+    }
+
     fn segment_dir(&self, seq: u64) -> PathBuf {
         self.dir.join(format!("{seq:012}"))
     }
@@ -195,6 +203,9 @@ impl IndexSpec {
         if self.series {
             SeriesSet::build(rows)?.write(&building.join(SERIES_FILE))?;
         }
+        if self.searched_for_rows() {
+            RowStore::write(building, rows)?;
+        }
         self.vector
             .as_ref()
             .map(|v| {
@@ -224,7 +235,11 @@ impl IndexSpec {
             true => Some(SeriesSet::open(&dir.join(SERIES_FILE))?),
             false => None,
         };
-        Ok(SegmentIndex::new(dir, text, vectors, docs, series))
+        let rows = match self.searched_for_rows() {
+            true => RowStore::open(&dir)?,
+            false => None,
+        };
+        Ok(SegmentIndex::new(dir, text, vectors, docs, series, rows))
     }
 
     /// Opens the indexes of segment `seq`; `None` when they are not there (to be rebuilt).
@@ -293,6 +308,9 @@ pub struct SegmentIndex {
     pub vectors: Option<SegmentVectors>,
     pub docs: Option<DocsIndex>,
     pub series: Option<SeriesSet>,
+    /// The segment's rows stored whole, read by searches' hits; `None` for a segment written
+    /// before they were stored (its hits are read from the Parquet file).
+    pub rows: Option<RowStore>,
     retired: AtomicBool,
 }
 
@@ -304,6 +322,7 @@ impl std::fmt::Debug for SegmentIndex {
             .field("vectors", &self.vectors)
             .field("docs", &self.docs)
             .field("series", &self.series)
+            .field("rows", &self.rows)
             .finish()
     }
 }
@@ -315,6 +334,7 @@ impl SegmentIndex {
         vectors: Option<SegmentVectors>,
         docs: Option<DocsIndex>,
         series: Option<SeriesSet>,
+        rows: Option<RowStore>,
     ) -> SegmentIndex {
         SegmentIndex {
             dir,
@@ -322,6 +342,7 @@ impl SegmentIndex {
             vectors,
             docs,
             series,
+            rows,
             retired: AtomicBool::new(false),
         }
     }

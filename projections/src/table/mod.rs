@@ -34,6 +34,7 @@ pub mod rows;
 pub mod search;
 mod segment;
 pub mod series;
+mod stored;
 pub mod text;
 pub mod vector;
 

@@ -479,14 +479,28 @@ fn row_id_reader(text: &SegmentText) -> impl Fn(DocAddress) -> Result<u64> + '_ 
 }
 
 /// The rows of `segment` with ids `hits` (all in it), in row-id order, in `schema` (`_row_id`
-/// first, then the columns asked for). The row ids are not read: the file holds exactly
-/// `segment.ids`, in order, so the hits' positions are their ranks.
+/// first, then the columns asked for). The segment holds exactly `segment.ids`, in order, so
+/// the hits' positions are their ranks. Read from the rows the segment stores whole when it
+/// has them (see [`super::stored`]), else from its Parquet file; there the row ids are not
+/// read.
 async fn read_segment_rows(
     snapshot: &TableSnapshot,
     segment: &Segment,
     hits: RoaringTreemap,
     schema: &SchemaRef,
 ) -> Result<RecordBatch> {
+    if let Some(stored) = segment.index.as_ref().and_then(|i| i.rows.as_ref()) {
+        let positions: Vec<u64> = hits.iter().map(|id| segment.ids.rank(id) - 1).collect();
+        let rows = stored.read(&positions, schema)?;
+        // The stored rows carry their ids: a check that positions and ids agree.
+        if row_ids(&rows)?.values().iter().copied().ne(hits.iter()) {
+            return Err(Error::Index(format!(
+                "segment {}'s stored rows are not the rows of its ids",
+                segment.seq
+            )));
+        }
+        return Ok(rows);
+    }
     // With the offset index, only the pages that hold the wanted rows are read.
     let options = ArrowReaderOptions::new().with_offset_index_policy(PageIndexPolicy::Optional);
     let mapped = segment.file.mapped()?;

@@ -129,6 +129,19 @@ impl Harness {
         }
     }
 
+    /// Removes the rows segments store whole, as if they were written before they did.
+    fn forget_stored_rows(&self) {
+        let Ok(segments) = std::fs::read_dir(self.dir.path().join("indexes")) else {
+            return;
+        };
+        for segment in segments {
+            let path = segment.unwrap().path().join("rows.schema");
+            if path.exists() {
+                std::fs::remove_file(path).unwrap();
+            }
+        }
+    }
+
     fn partition() -> PartitionId {
         PartitionId::table("a", "db", "t")
     }
@@ -427,7 +440,32 @@ async fn run_on(table: Arc<TableDef>, ops: Vec<Op>, options: TableOptions) {
         .map(|(id, row)| (*id, row.clone()))
         .collect();
     assert_eq!(harness.query_within(block.clone()).await, in_block);
-    // Segments read through the object store, as from a bucket, after the restart.
+    // Segments written before they stored their rows whole: hits are read from the Parquet
+    // files, mapped; then through the object store, as from a bucket, after the restart.
+    let stored = |harness: &Harness| {
+        let snapshot = harness.snapshot();
+        let segments = snapshot.segments.iter();
+        segments
+            .map(|s| (s.seq, s.index.as_ref().is_some_and(|i| i.rows.is_some())))
+            .collect::<BTreeMap<u64, bool>>()
+    };
+    let before = stored(&harness);
+    assert!(before.values().all(|s| *s), "every segment stores its rows");
+    harness.forget_stored_rows();
+    harness.restart().await;
+    // A segment the restart's replay flushes stores its rows; the others no longer do.
+    let after = stored(&harness);
+    assert!(
+        after
+            .iter()
+            .all(|(seq, s)| !*s || !before.contains_key(seq)),
+        "a segment whose stored rows are gone reads from Parquet"
+    );
+    assert_eq!(
+        harness.query_by_id(&asked).await,
+        within,
+        "by row id, from Parquet"
+    );
     harness.mapped = false;
     harness.restart().await;
     assert_eq!(harness.query().await, model, "after a final restart");
