@@ -63,7 +63,7 @@ pub fn decode(body: &[u8], max_bytes: usize) -> Result<Vec<SampleRow>, Error> {
         })?;
     let request: WriteRequest = prost::Message::decode(raw.as_slice())
         .map_err(|e| bad(format!("the body is not a prometheus.WriteRequest: {e}")))?;
-    let mut samples = Vec::new();
+    let mut samples = Vec::with_capacity(request.timeseries.iter().map(|s| s.samples.len()).sum());
     for (i, series) in request.timeseries.into_iter().enumerate() {
         let mut names: Vec<&str> = series.labels.iter().map(|l| l.name.as_str()).collect();
         names.sort_unstable();
@@ -89,13 +89,10 @@ pub fn decode(body: &[u8], max_bytes: usize) -> Result<Vec<SampleRow>, Error> {
             .into_iter()
             .map(|l| (l.name, l.value))
             .collect();
-        for sample in series.samples {
-            samples.push(SampleRow::new(
-                labels.clone(),
-                sample.timestamp,
-                sample.value,
-            ));
-        }
+        samples.extend(SampleRow::of_series(
+            labels,
+            series.samples.iter().map(|s| (s.timestamp, s.value)),
+        ));
     }
     Ok(samples)
 }

@@ -31,12 +31,17 @@ use crate::error::{Error, Result};
 /// How long a write of samples waits for a busy dataset (or its catalog) before a 429.
 const SAMPLES_WAIT: Duration = Duration::from_secs(30);
 
-/// One sample to write: its series' labels (the metric name as `__name__`), its time in Unix
-/// milliseconds, its value.
+/// A series' labels, shared by its samples.
+pub type Labels = Arc<[(String, String)]>;
+
+/// One sample to write: its series' labels (the metric name as `__name__`) and id, its time in
+/// Unix milliseconds, its value. The samples of one series share its labels.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SampleRow {
     /// Sorted by name, each name once, no empty value.
-    pub labels: Vec<(String, String)>,
+    pub labels: Labels,
+    /// The series' id: [`series::series_id`] of `labels`.
+    pub series: u64,
     pub t: i64,
     pub v: f64,
 }
@@ -44,12 +49,39 @@ pub struct SampleRow {
 impl SampleRow {
     /// A sample of the series `labels` (in any order; empty values are left out, as Prometheus
     /// leaves them out).
-    pub fn new(mut labels: Vec<(String, String)>, t: i64, v: f64) -> SampleRow {
-        labels.retain(|(_, value)| !value.is_empty());
-        labels.sort_by(|a, b| a.0.cmp(&b.0));
-        labels.dedup_by(|b, a| a.0 == b.0);
-        SampleRow { labels, t, v }
+    pub fn new(labels: Vec<(String, String)>, t: i64, v: f64) -> SampleRow {
+        let (labels, series) = series_of(labels);
+        SampleRow {
+            labels,
+            series,
+            t,
+            v,
+        }
     }
+
+    /// The samples `(t, v)` of the series `labels` (as in [`SampleRow::new`]): its labels are
+    /// put in order and hashed once, and shared.
+    pub fn of_series(
+        labels: Vec<(String, String)>,
+        samples: impl IntoIterator<Item = (i64, f64)>,
+    ) -> impl Iterator<Item = SampleRow> {
+        let (labels, series) = series_of(labels);
+        samples.into_iter().map(move |(t, v)| SampleRow {
+            labels: labels.clone(),
+            series,
+            t,
+            v,
+        })
+    }
+}
+
+/// A series' labels in order, and its id.
+fn series_of(mut labels: Vec<(String, String)>) -> (Labels, u64) {
+    labels.retain(|(_, value)| !value.is_empty());
+    labels.sort_by(|a, b| a.0.cmp(&b.0));
+    labels.dedup_by(|b, a| a.0 == b.0);
+    let id = series::series_id(labels.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+    (labels.into(), id)
 }
 
 /// The refusal of a write of samples to a dataset of records.
@@ -172,8 +204,14 @@ impl Engine {
 fn label_columns(def: &TableDef, samples: &[SampleRow]) -> Result<Vec<ColumnDef>> {
     let mut columns = def.columns.clone();
     let mut have: BTreeSet<String> = columns.iter().map(|c| c.name.clone()).collect();
+    // Samples of one series share its labels: each series is looked at once.
+    let mut last: Option<&Labels> = None;
     for sample in samples {
-        for (label, _) in &sample.labels {
+        if last.is_some_and(|l| Arc::ptr_eq(l, &sample.labels)) {
+            continue;
+        }
+        last = Some(&sample.labels);
+        for (label, _) in sample.labels.iter() {
             let column = series::column_of_label(label);
             if have.contains(column.as_ref()) {
                 continue;
@@ -207,25 +245,31 @@ fn sample_batch(def: &TableDef, samples: &[SampleRow]) -> Result<RecordBatch> {
                 TimestampMillisecondArray::from_iter_values(samples.iter().map(|s| s.t))
                     .with_timezone("UTC"),
             ),
-            series::SERIES_COLUMN => {
-                Arc::new(UInt64Array::from_iter_values(samples.iter().map(|s| {
-                    series::series_id(s.labels.iter().map(|(n, v)| (n.as_str(), v.as_str())))
-                })))
-            }
+            series::SERIES_COLUMN => Arc::new(UInt64Array::from_iter_values(
+                samples.iter().map(|s| s.series),
+            )),
             series::VALUE_COLUMN => {
                 Arc::new(Float64Array::from_iter_values(samples.iter().map(|s| s.v)))
             }
             name => {
                 let label = series::label_of_column(name).unwrap_or(name);
                 let mut builder = StringBuilder::with_capacity(samples.len(), samples.len() * 8);
+                // The label's value in the last series looked at (its samples run together).
+                let mut last: Option<(&Labels, Option<&str>)> = None;
                 for sample in samples {
-                    match sample
-                        .labels
-                        .binary_search_by(|(n, _)| n.as_str().cmp(label))
-                    {
-                        Ok(i) => builder.append_value(&sample.labels[i].1),
-                        Err(_) => builder.append_null(),
-                    }
+                    let value = match last {
+                        Some((labels, value)) if Arc::ptr_eq(labels, &sample.labels) => value,
+                        _ => {
+                            let value = sample
+                                .labels
+                                .binary_search_by(|(n, _)| n.as_str().cmp(label))
+                                .ok()
+                                .map(|i| sample.labels[i].1.as_str());
+                            last = Some((&sample.labels, value));
+                            value
+                        }
+                    };
+                    builder.append_option(value);
                 }
                 Arc::new(builder.finish())
             }
