@@ -39,13 +39,15 @@ use crate::error::{Error, Result};
 const STORE_FILE: &str = "rows.store";
 const SCHEMA_FILE: &str = "rows.schema";
 
-/// Uncompressed bytes per block: a hit decompresses one block of about this size.
-const BLOCK_BYTES: usize = 16 << 10;
+/// Uncompressed bytes per block: a hit decompresses one block of about this size. Ten hits
+/// of a selective query fall in as many blocks; at 16 KiB, decompressing them was 18% of a
+/// `term` search's instructions (docs/benchmarks.md).
+const BLOCK_BYTES: usize = 4 << 10;
 
 /// Decompressed blocks kept per segment (an LRU), for hits that fall in a block read lately:
 /// a search's hits of equal score are neighbours in row-id order, often in one block. At most
 /// 64 KiB a segment, and only once its rows are read.
-const CACHED_BLOCKS: usize = 4;
+const CACHED_BLOCKS: usize = 16;
 
 /// Rows converted to the row format at a time while writing, to bound the memory it takes.
 const WRITE_CHUNK: usize = 4096;

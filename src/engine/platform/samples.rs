@@ -278,3 +278,78 @@ fn sample_batch(def: &TableDef, samples: &[SampleRow]) -> Result<RecordBatch> {
     }
     RecordBatch::try_new(schema, columns).map_err(|e| Error::Internal(e.to_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_of_a_series_are_the_samples_made_one_by_one() {
+        let labels = || {
+            vec![
+                ("job".to_owned(), "api".to_owned()),
+                ("__name__".to_owned(), "up".to_owned()),
+                ("empty".to_owned(), String::new()),
+            ]
+        };
+        let shared: Vec<SampleRow> = SampleRow::of_series(labels(), [(1, 1.0), (2, 0.5)]).collect();
+        let one_by_one = vec![
+            SampleRow::new(labels(), 1, 1.0),
+            SampleRow::new(labels(), 2, 0.5),
+        ];
+        assert_eq!(shared, one_by_one);
+        assert!(Arc::ptr_eq(&shared[0].labels, &shared[1].labels));
+        assert_eq!(
+            shared[0]
+                .labels
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .collect::<Vec<_>>(),
+            ["__name__", "job"]
+        );
+        assert_eq!(
+            shared[0].series,
+            series::series_id([("__name__", "up"), ("job", "api")])
+        );
+    }
+
+    #[test]
+    fn label_columns_and_rows_follow_each_series() {
+        let def = TableDef {
+            name: "m".into(),
+            ..Default::default()
+        };
+        let mut samples: Vec<SampleRow> = SampleRow::of_series(
+            vec![("__name__".into(), "up".into()), ("job".into(), "a".into())],
+            [(1, 1.0), (2, 2.0)],
+        )
+        .collect();
+        samples.extend(SampleRow::of_series(
+            vec![
+                ("__name__".into(), "up".into()),
+                ("zone".into(), "z".into()),
+            ],
+            [(3, 3.0)],
+        ));
+        let columns = label_columns(&def, &samples).unwrap();
+        let names: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names.len(), 3, "{names:?}");
+        let def = TableDef { columns, ..def };
+        let batch = sample_batch(&def, &samples).unwrap();
+        let column = |label: &str| {
+            let name = series::column_of_label(label);
+            let array = batch.column_by_name(&name).unwrap();
+            let strings = array
+                .as_any()
+                .downcast_ref::<arrow::array::StringArray>()
+                .unwrap();
+            (0..3)
+                .map(|i| {
+                    arrow::array::Array::is_valid(strings, i).then(|| strings.value(i).to_owned())
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(column("job"), [Some("a".into()), Some("a".into()), None]);
+        assert_eq!(column("zone"), [None, None, Some("z".into())]);
+    }
+}
