@@ -713,12 +713,16 @@ impl super::TableSnapshot {
                 out.timed_out = true;
                 return Ok(());
             }
-            let best = TopDocs::with_limit(top.max(1)).order_by_score();
-            let (best, count) = search_live(index, query, deleted, (best, Count))?;
-            out.total += count as u64;
             if top == 0 {
+                // Counted alone, tantivy counts without visiting every match where it can (a
+                // term's document frequency, every document) when nothing is deleted: a
+                // `size: 0` search with aggregations no longer reads its matches twice.
+                out.total += search_live(index, query, deleted, Count)? as u64;
                 return Ok(());
             }
+            let best = TopDocs::with_limit(top).order_by_score();
+            let (best, count) = search_live(index, query, deleted, (best, Count))?;
+            out.total += count as u64;
             for (score, address) in best {
                 let row_id = index.row_id(address)?;
                 out.hits.push(super::search::Hit { row_id, score });
