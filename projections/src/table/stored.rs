@@ -67,23 +67,22 @@ impl std::fmt::Debug for RowStore {
     }
 }
 
-fn converter_of(schema: &SchemaRef) -> Result<RowConverter> {
-    let fields = schema
+/// The row format's fields of `schema`'s columns, in order.
+fn sort_fields(schema: &SchemaRef) -> Vec<SortField> {
+    schema
         .fields()
         .iter()
         .map(|f| SortField::new(f.data_type().clone()))
-        .collect();
-    RowConverter::new(fields).map_err(arrow_error)
+        .collect()
+}
+
+fn converter_of(schema: &SchemaRef) -> Result<RowConverter> {
+    RowConverter::new(sort_fields(schema)).map_err(arrow_error)
 }
 
 /// Whether the row format holds every column of `schema` (it holds every type a table has).
 fn supported(schema: &SchemaRef) -> bool {
-    let fields: Vec<SortField> = schema
-        .fields()
-        .iter()
-        .map(|f| SortField::new(f.data_type().clone()))
-        .collect();
-    RowConverter::supports_fields(&fields)
+    RowConverter::supports_fields(&sort_fields(schema))
 }
 
 fn store_error(error: impl std::fmt::Display) -> Error {
