@@ -353,14 +353,19 @@ fn encode_segment(
     if all.num_rows() == 0 {
         return Ok(None);
     }
-    let order = compute::sort_to_indices(
-        all.column_by_name(ROW_ID)
-            .ok_or_else(|| Error::Arrow(format!("no {ROW_ID} column")))?,
-        None,
-        None,
-    )
-    .map_err(arrow_error)?;
-    let sorted = compute::take_record_batch(&all, &order).map_err(arrow_error)?;
+    // Rows arrive in row id order unless updates moved some: sorted only when they need it.
+    let sorted = if row_ids(&all)?.values().is_sorted() {
+        all
+    } else {
+        let order = compute::sort_to_indices(
+            all.column_by_name(ROW_ID)
+                .ok_or_else(|| Error::Arrow(format!("no {ROW_ID} column")))?,
+            None,
+            None,
+        )
+        .map_err(arrow_error)?;
+        compute::take_record_batch(&all, &order).map_err(arrow_error)?
+    };
     let ids: RoaringTreemap = row_ids(&sorted)?.values().iter().copied().collect();
     let rows = sorted.num_rows() as u64;
     // The Parquet file is encoded on a thread of its own while the indexes are built.

@@ -144,14 +144,16 @@ impl MemBatch {
             Some(schema) => Some(Arc::new(text::TextTail::build(schema, &batch)?)),
             None => None,
         };
-        let mut ids = RoaringTreemap::new();
+        let id_column = row_ids(&batch)?.values();
+        // Ids in order (an append's) go in a container at a time, not one by one.
+        let ids = RoaringTreemap::from_sorted_iter(id_column.iter().copied())
+            .unwrap_or_else(|_| id_column.iter().copied().collect());
         let mut vectors = RoaringTreemap::new();
-        let id_column = row_ids(&batch)?;
-        let vector = vector_column.map(|i| batch.column(i).clone());
-        for (i, id) in id_column.values().iter().enumerate() {
-            ids.insert(*id);
-            if vector.as_ref().is_some_and(|v| v.is_valid(i)) {
-                vectors.insert(*id);
+        if let Some(vector) = vector_column.map(|i| batch.column(i)) {
+            for (i, id) in id_column.iter().enumerate() {
+                if vector.is_valid(i) {
+                    vectors.insert(*id);
+                }
             }
         }
         // A dataset's document index is built as its rows are applied while the dataset is

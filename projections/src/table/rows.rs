@@ -91,7 +91,8 @@ pub fn conform(schema: &SchemaRef, batch: &RecordBatch) -> Result<RecordBatch> {
 
 /// Encodes one batch as an Arrow IPC stream.
 pub fn encode_ipc(batch: &RecordBatch) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
+    // About the stream's size, so that a large batch is not copied as the buffer grows.
+    let mut out = Vec::with_capacity(batch.get_array_memory_size() + 4096);
     let mut writer = StreamWriter::try_new(&mut out, &batch.schema()).map_err(arrow_error)?;
     writer.write(batch).map_err(arrow_error)?;
     writer.finish().map_err(arrow_error)?;

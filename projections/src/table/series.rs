@@ -201,6 +201,21 @@ impl<'a> SampleColumns<'a> {
         })
     }
 
+    /// Whether row `i`'s label set is `set` (sorted by name), without making it.
+    fn labels_are(&self, i: usize, set: &[(String, String)]) -> bool {
+        let mut set = set.iter();
+        for (name, values) in &self.labels {
+            if !values.is_valid(i) || values.value(i).is_empty() {
+                continue;
+            }
+            match set.next() {
+                Some((n, v)) if n == name && v == values.value(i) => {}
+                _ => return false,
+            }
+        }
+        set.next().is_none()
+    }
+
     /// Row `i`'s label set, sorted by name.
     fn labels(&self, i: usize) -> Vec<(String, String)> {
         self.labels
@@ -216,8 +231,13 @@ impl SeriesSet {
     /// series id, a time or a value hold no sample and are left out.
     pub fn build(rows: &RecordBatch) -> Result<SeriesSet> {
         let columns = SampleColumns::of(rows)?;
-        // Series id → the series with it (two label sets may share an id) and their rows.
-        let mut by_id: HashMap<u64, Vec<(LabelSet, Vec<Point>)>> = HashMap::new();
+        // Each series (two label sets may share an id) with its rows; a series' label set is
+        // made once, when its first row is seen, and compared in place for the others.
+        let mut groups: Vec<(u64, LabelSet, Vec<Point>)> = Vec::new();
+        // Series id → the groups with it.
+        let mut by_id: HashMap<u64, Vec<usize>> = HashMap::new();
+        // The group of the row before: a series' rows mostly come together.
+        let mut last: Option<usize> = None;
         for i in 0..rows.num_rows() {
             if columns.series.is_null(i) || columns.times.is_null(i) || columns.values.is_null(i) {
                 continue;
@@ -227,16 +247,26 @@ impl SeriesSet {
                 v: columns.values.value(i),
                 row: columns.rows.value(i),
             };
-            let same = by_id.entry(columns.series.value(i)).or_default();
-            let labels = columns.labels(i);
-            match same.iter_mut().find(|(l, _)| *l == labels) {
-                Some((_, points)) => points.push(point),
-                None => same.push((labels, vec![point])),
-            }
+            let id = columns.series.value(i);
+            let is_it = |g: &usize| groups[*g].0 == id && columns.labels_are(i, &groups[*g].1);
+            let found = last.filter(is_it).or_else(|| {
+                by_id
+                    .get(&id)
+                    .and_then(|same| same.iter().copied().find(is_it))
+            });
+            let group = match found {
+                Some(group) => group,
+                None => {
+                    groups.push((id, columns.labels(i), Vec::new()));
+                    by_id.entry(id).or_default().push(groups.len() - 1);
+                    groups.len() - 1
+                }
+            };
+            groups[group].2.push(point);
+            last = Some(group);
         }
-        let mut series: Vec<(SeriesMeta, Vec<Point>)> = by_id
+        let mut series: Vec<(SeriesMeta, Vec<Point>)> = groups
             .into_iter()
-            .flat_map(|(id, same)| same.into_iter().map(move |(l, p)| (id, l, p)))
             .map(|(id, labels, mut points)| {
                 points.sort_by_key(|p| (p.t, p.row));
                 let meta = SeriesMeta {

@@ -199,19 +199,26 @@ impl Engine {
     }
 }
 
+/// The samples of each series in turn: its labels and how many of its samples come together
+/// (samples of one series run together and share its labels).
+fn series_runs(samples: &[SampleRow]) -> Vec<(&Labels, usize)> {
+    let mut runs: Vec<(&Labels, usize)> = Vec::new();
+    for sample in samples {
+        match runs.last_mut() {
+            Some((labels, n)) if Arc::ptr_eq(labels, &sample.labels) => *n += 1,
+            _ => runs.push((&sample.labels, 1)),
+        }
+    }
+    runs
+}
+
 /// The columns of metrics dataset `def` with those the labels of `samples` need added after
 /// them (text, nullable).
 fn label_columns(def: &TableDef, samples: &[SampleRow]) -> Result<Vec<ColumnDef>> {
     let mut columns = def.columns.clone();
     let mut have: BTreeSet<String> = columns.iter().map(|c| c.name.clone()).collect();
-    // Samples of one series share its labels: each series is looked at once.
-    let mut last: Option<&Labels> = None;
-    for sample in samples {
-        if last.is_some_and(|l| Arc::ptr_eq(l, &sample.labels)) {
-            continue;
-        }
-        last = Some(&sample.labels);
-        for (label, _) in sample.labels.iter() {
+    for (labels, _) in series_runs(samples) {
+        for (label, _) in labels.iter() {
             let column = series::column_of_label(label);
             if have.contains(column.as_ref()) {
                 continue;
@@ -238,6 +245,7 @@ fn label_columns(def: &TableDef, samples: &[SampleRow]) -> Result<Vec<ColumnDef>
 /// The rows of `samples` in the columns of `def` (which has a column for each of their labels).
 fn sample_batch(def: &TableDef, samples: &[SampleRow]) -> Result<RecordBatch> {
     let schema = table_rows::data_schema(def);
+    let runs = series_runs(samples);
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(def.columns.len());
     for column in &def.columns {
         let array: ArrayRef = match column.name.as_str() {
@@ -253,23 +261,23 @@ fn sample_batch(def: &TableDef, samples: &[SampleRow]) -> Result<RecordBatch> {
             }
             name => {
                 let label = series::label_of_column(name).unwrap_or(name);
-                let mut builder = StringBuilder::with_capacity(samples.len(), samples.len() * 8);
-                // The label's value in the last series looked at (its samples run together).
-                let mut last: Option<(&Labels, Option<&str>)> = None;
-                for sample in samples {
-                    let value = match last {
-                        Some((labels, value)) if Arc::ptr_eq(labels, &sample.labels) => value,
-                        _ => {
-                            let value = sample
-                                .labels
-                                .binary_search_by(|(n, _)| n.as_str().cmp(label))
-                                .ok()
-                                .map(|i| sample.labels[i].1.as_str());
-                            last = Some((&sample.labels, value));
-                            value
-                        }
-                    };
-                    builder.append_option(value);
+                // The label's value in each series, looked up once a series.
+                let values: Vec<(Option<&str>, usize)> = runs
+                    .iter()
+                    .map(|(labels, n)| {
+                        let value = labels
+                            .binary_search_by(|(n, _)| n.as_str().cmp(label))
+                            .ok()
+                            .map(|i| labels[i].1.as_str());
+                        (value, *n)
+                    })
+                    .collect();
+                let bytes = values.iter().map(|(v, n)| v.map_or(0, str::len) * n).sum();
+                let mut builder = StringBuilder::with_capacity(samples.len(), bytes);
+                for (value, n) in values {
+                    for _ in 0..n {
+                        builder.append_option(value);
+                    }
                 }
                 Arc::new(builder.finish())
             }

@@ -52,6 +52,14 @@ fn read_all(set: &SeriesSet, slot: usize, deleted: &RoaringTreemap) -> Vec<(i64,
     out.iter().map(|p| (p.t, p.v)).collect()
 }
 
+/// The label sets of a set's series, in its order, as text.
+fn label_sets(set: &SeriesSet) -> Vec<String> {
+    set.series()
+        .iter()
+        .map(|s| format!("{:?}", s.labels))
+        .collect()
+}
+
 fn example() -> RecordBatch {
     rows(&[
         (0, 2000, 1.0, "up", Some("a")),
@@ -66,13 +74,8 @@ fn example() -> RecordBatch {
 #[test]
 fn groups_rows_by_series_in_time_order_and_the_last_write_of_a_time_wins() {
     let set = SeriesSet::build(&example()).unwrap();
-    let names: Vec<String> = set
-        .series()
-        .iter()
-        .map(|s| format!("{:?}", s.labels))
-        .collect();
     assert_eq!(
-        names,
+        label_sets(&set),
         [
             r#"[("__name__", "mem")]"#,
             r#"[("__name__", "up"), ("job", "a")]"#,
@@ -93,6 +96,36 @@ fn groups_rows_by_series_in_time_order_and_the_last_write_of_a_time_wins() {
     assert_eq!(set.series()[1].samples, 4);
     assert_eq!((set.series()[1].min_t, set.series()[1].max_t), (1000, 3000));
     assert_eq!(set.time_span(), (1000, 3000));
+}
+
+#[test]
+fn label_sets_that_share_an_id_stay_apart_and_an_empty_value_is_no_label() {
+    // Series ids are hashes, so two label sets may share one: here three do, rows interleaved.
+    let batch = rows(&[
+        (0, 1000, 1.0, "up", Some("a")),
+        (1, 1000, 2.0, "up", Some("b")),
+        (2, 2000, 3.0, "up", Some("a")),
+        (3, 2000, 4.0, "up", Some("")),
+        (4, 3000, 5.0, "up", None),
+        (5, 3000, 6.0, "up", Some("b")),
+    ]);
+    let mut columns = batch.columns().to_vec();
+    columns[2] = Arc::new(UInt64Array::from(vec![7u64; 6]));
+    let batch = RecordBatch::try_new(batch.schema(), columns).unwrap();
+    let set = SeriesSet::build(&batch).unwrap();
+    assert_eq!(
+        label_sets(&set),
+        [
+            r#"[("__name__", "up")]"#,
+            r#"[("__name__", "up"), ("job", "a")]"#,
+            r#"[("__name__", "up"), ("job", "b")]"#
+        ]
+    );
+    assert!(set.series().iter().all(|s| s.id == 7));
+    let none = RoaringTreemap::new();
+    assert_eq!(read_all(&set, 0, &none), [(2000, 4.0), (3000, 5.0)]);
+    assert_eq!(read_all(&set, 1, &none), [(1000, 1.0), (2000, 3.0)]);
+    assert_eq!(read_all(&set, 2, &none), [(1000, 2.0), (3000, 6.0)]);
 }
 
 #[test]
