@@ -366,7 +366,7 @@ fn encode_segment(
         .map_err(arrow_error)?;
         compute::take_record_batch(&all, &order).map_err(arrow_error)?
     };
-    let ids: RoaringTreemap = row_ids(&sorted)?.values().iter().copied().collect();
+    let ids = super::rows::id_set(row_ids(&sorted)?.values());
     let rows = sorted.num_rows() as u64;
     // The Parquet file is encoded on a thread of its own while the indexes are built.
     let (bytes, index) = std::thread::scope(|scope| {

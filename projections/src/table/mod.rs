@@ -52,7 +52,7 @@ use parking_lot::{Mutex, RwLock};
 use roaring::RoaringTreemap;
 use strata_log::{Envelope, PartitionId, envelope::Body};
 
-use self::rows::row_ids;
+use self::rows::{id_set, row_ids};
 pub use self::{
     index::{IndexSpec, SearchedAt, SegmentIndex, VectorSpec},
     provider::{
@@ -145,9 +145,7 @@ impl MemBatch {
             None => None,
         };
         let id_column = row_ids(&batch)?.values();
-        // Ids in order (an append's) go in a container at a time, not one by one.
-        let ids = RoaringTreemap::from_sorted_iter(id_column.iter().copied())
-            .unwrap_or_else(|_| id_column.iter().copied().collect());
+        let ids = id_set(id_column);
         let mut vectors = RoaringTreemap::new();
         if let Some(vector) = vector_column.map(|i| batch.column(i)) {
             for (i, id) in id_column.iter().enumerate() {

@@ -8,6 +8,7 @@ use arrow::{
     ipc::{reader::StreamReader, writer::StreamWriter},
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use roaring::RoaringTreemap;
 
 use crate::{
     catalog::TableDef,
@@ -126,6 +127,13 @@ pub fn with_row_ids(
 
 pub(crate) fn arrow_error(error: arrow::error::ArrowError) -> Error {
     Error::Arrow(error.to_string())
+}
+
+/// A set of row ids: ids in ascending order (an append's, a sorted segment's) go in a container
+/// at a time, others one by one.
+pub(crate) fn id_set(ids: &[u64]) -> RoaringTreemap {
+    RoaringTreemap::from_sorted_iter(ids.iter().copied())
+        .unwrap_or_else(|_| ids.iter().copied().collect())
 }
 
 /// The row ids of a batch in the table schema.

@@ -205,11 +205,11 @@ impl<'a> SampleColumns<'a> {
     fn labels_are(&self, i: usize, set: &[(String, String)]) -> bool {
         let mut set = set.iter();
         for (name, values) in &self.labels {
-            if !values.is_valid(i) || values.value(i).is_empty() {
+            let Some(value) = label_value(values, i) else {
                 continue;
-            }
+            };
             match set.next() {
-                Some((n, v)) if n == name && v == values.value(i) => {}
+                Some((n, v)) if n == name && v == value => {}
                 _ => return false,
             }
         }
@@ -220,10 +220,17 @@ impl<'a> SampleColumns<'a> {
     fn labels(&self, i: usize) -> Vec<(String, String)> {
         self.labels
             .iter()
-            .filter(|(_, values)| values.is_valid(i) && !values.value(i).is_empty())
-            .map(|(name, values)| ((*name).to_owned(), values.value(i).to_owned()))
+            .filter_map(|(name, values)| {
+                label_value(values, i).map(|value| ((*name).to_owned(), value.to_owned()))
+            })
             .collect()
     }
+}
+
+/// Row `i`'s value of a label column, if it has the label: a null or empty value is no label,
+/// as in Prometheus.
+fn label_value(values: &arrow::array::StringArray, i: usize) -> Option<&str> {
+    (values.is_valid(i) && !values.value(i).is_empty()).then(|| values.value(i))
 }
 
 impl SeriesSet {
