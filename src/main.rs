@@ -16,6 +16,15 @@ use strata::{
 /// "Search under ingest": 120 MiB resident when idle after the load, against 763 MiB). Built
 /// with `--features system-allocator`, the server uses the system's malloc, or one given by
 /// LD_PRELOAD.
+///
+/// jemalloc's options are compiled in (.cargo/config.toml, `JEMALLOC_SYS_WITH_MALLOC_CONF`;
+/// `_RJEM_MALLOC_CONF` in the environment overrides them). `oversize_threshold:0`: a large
+/// allocation (8 MiB and up by default) comes from the arenas every other one does, whose freed
+/// pages are returned after the usual decay (10 s), not from a dedicated arena that returns them
+/// at once. A remote-write request of 400,000 samples allocates several such buffers (the
+/// decoded samples, the log record's Arrow IPC, the record read back): returned at once, each
+/// request faulted its pages in again, a quarter of the request threads' time
+/// (docs/benchmarks.md, "Large allocations kept").
 #[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

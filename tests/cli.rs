@@ -90,6 +90,36 @@ async fn admin_commands_work_whether_the_server_runs_or_not() {
     );
 }
 
+/// The server's allocator takes the options .cargo/config.toml compiles in (jemalloc prints
+/// where each option came from when asked to in its environment).
+#[cfg(not(feature = "system-allocator"))]
+#[test]
+fn the_allocator_keeps_large_allocations_with_the_others() {
+    let output = Command::new(bin())
+        .arg("--version")
+        .env("_RJEM_MALLOC_CONF", "confirm_conf:true")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let compiled = stderr(&output)
+        .lines()
+        .find(|line| line.contains("(string specified via --with-malloc-conf)"))
+        .map(str::to_owned);
+    assert_eq!(
+        compiled.as_deref(),
+        Some(
+            "<jemalloc>: malloc_conf #1 (string specified via --with-malloc-conf): \"oversize_threshold:0\""
+        ),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        stderr(&output).contains("-- Set conf value: oversize_threshold:0"),
+        "{}",
+        stderr(&output)
+    );
+}
+
 #[test]
 fn a_data_directory_has_one_server() {
     let dir = tempfile::tempdir().unwrap();
