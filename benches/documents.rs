@@ -118,13 +118,14 @@ fn main() {
 }
 
 /// Loads `bodies` into a new server in `dir` with `clients` concurrent clients; returns the
-/// server, its client, and the time until acknowledged and until settled in segments.
+/// server, its client, the time until acknowledged and until settled in segments, and the
+/// server's CPU time until settled.
 async fn load(
     dir: &Path,
     bodies: &Arc<Vec<Vec<u8>>>,
     docs: usize,
     clients: usize,
-) -> (Server, Platform, Duration, Duration) {
+) -> (Server, Platform, Duration, Duration, Duration) {
     std::fs::create_dir_all(dir).unwrap();
     let settings: Vec<&str> = SETTINGS
         .get()
@@ -133,6 +134,7 @@ async fn load(
     let server = Server::start(dir, &settings);
     let platform = Platform::of(&server, dir);
     let next = Arc::new(AtomicUsize::new(0));
+    let cpu_at_start = server.cpu();
     let started = Instant::now();
     let tasks: Vec<_> = (0..clients)
         .map(|_| {
@@ -152,9 +154,10 @@ async fn load(
     let acknowledged = started.elapsed();
     server::wait_for_segment_rows(&dir.join("tables"), docs).await;
     let in_segments = started.elapsed();
+    let cpu = server.cpu() - cpu_at_start;
     // Compaction may go on: let it end before the queries.
     server::settle(&dir.join("tables"), docs).await;
-    (server, platform, acknowledged, in_segments)
+    (server, platform, acknowledged, in_segments, cpu)
 }
 
 /// A record as the document index holds it: strings that are dates as dates (strata's date
@@ -191,9 +194,12 @@ fn tantivy_document(schema: &DocsSchema, line: &str, row: u64) -> TantivyDocumen
 
 /// The baseline: the NDJSON lines parsed and indexed by tantivy directly; returns the index and
 /// how long parsing, indexing and the commit took.
-fn tantivy_baseline(dir: &Path, records: &[String]) -> (Index, Duration) {
+/// The baseline's index, its time, and the CPU time it took (this process's: nothing else
+/// runs in it meanwhile).
+fn tantivy_baseline(dir: &Path, records: &[String]) -> (Index, Duration, Duration) {
     std::fs::create_dir_all(dir).unwrap();
     let schema = DocsSchema::new();
+    let cpu = server::cpu_of("self");
     let started = Instant::now();
     let index = Index::create_in_dir(dir, schema.schema.clone()).unwrap();
     let mut writer: tantivy::IndexWriter = index.writer(256 << 20).unwrap();
@@ -204,7 +210,7 @@ fn tantivy_baseline(dir: &Path, records: &[String]) -> (Index, Duration) {
     }
     writer.commit().unwrap();
     writer.wait_merging_threads().unwrap();
-    (index, started.elapsed())
+    (index, started.elapsed(), server::cpu_of("self") - cpu)
 }
 
 fn throughput_row(what: &str, docs: usize, took: Duration, baseline: Option<Duration>) {
@@ -355,7 +361,7 @@ async fn bulk(dir: &Path, docs: usize, queries: usize) {
         generated.elapsed().as_secs_f64()
     );
     let bodies = Arc::new(bulk_bodies(&records));
-    let (index, baseline) = tantivy_baseline(&dir.join("tantivy"), &records);
+    let (index, baseline, baseline_cpu) = tantivy_baseline(&dir.join("tantivy"), &records);
     let reader = index.reader().unwrap();
     let searcher = reader.searcher();
     eprintln!("baseline indexed in {:.1}s", baseline.as_secs_f64());
@@ -369,9 +375,9 @@ async fn bulk(dir: &Path, docs: usize, queries: usize) {
     }))
     .await;
 
-    let (one, _, one_acked, one_settled) = load(&dir.join("one"), &bodies, docs, 1).await;
+    let (one, _, one_acked, one_settled, one_cpu) = load(&dir.join("one"), &bodies, docs, 1).await;
     drop(one);
-    let (server, platform, eight_acked, eight_settled) =
+    let (server, platform, eight_acked, eight_settled, eight_cpu) =
         load(&dir.join("eight"), &bodies, docs, 8).await;
 
     println!("| what | records | seconds | records/s | ratio to baseline |");
@@ -395,6 +401,29 @@ async fn bulk(dir: &Path, docs: usize, queries: usize) {
         ),
     ] {
         throughput_row(what, docs, took, Some(baseline));
+    }
+    println!();
+    println!("| what | CPU seconds | ratio to baseline (baseline ÷ strata) |");
+    println!("|---|---|---|");
+    println!(
+        "| tantivy directly: parse, index, commit | {:.2} | 1.00 (baseline) |",
+        baseline_cpu.as_secs_f64()
+    );
+    for (what, cpu) in [
+        (
+            "strata, 1 client, until every record is in a segment",
+            one_cpu,
+        ),
+        (
+            "strata, 8 clients, until every record is in a segment",
+            eight_cpu,
+        ),
+    ] {
+        println!(
+            "| {what} | {:.2} | {:.2} |",
+            cpu.as_secs_f64(),
+            baseline_cpu.as_secs_f64() / cpu.as_secs_f64()
+        );
     }
 
     println!();
@@ -590,7 +619,7 @@ Permissions:
 async fn governed(dir: &Path, docs: usize, runs: usize) {
     let records = logs::records(SEED, docs);
     let bodies = Arc::new(bulk_bodies(&records));
-    let (server, root, _, _) = load(&dir.join("governed"), &bodies, docs, 4).await;
+    let (server, root, _, _, _) = load(&dir.join("governed"), &bodies, docs, 4).await;
     root.send(
         "PUT",
         "/role/analyst",

@@ -129,6 +129,12 @@ impl Server {
         self.child.id()
     }
 
+    /// The CPU time the server has used so far, user and system.
+    #[allow(dead_code)]
+    pub fn cpu(&self) -> Duration {
+        cpu_of(&self.child.id().to_string())
+    }
+
     /// The server's resident memory, from /proc (the contention benchmark's only).
     #[allow(dead_code)]
     pub fn rss_bytes(&self) -> u64 {
@@ -197,6 +203,17 @@ impl Drop for Server {
 
 /// Waits until the table's segments hold all `rows` (the manifest is written after each flush
 /// and compaction) and no more compaction happens; returns the live segment files.
+/// The CPU time, user and system, that process `pid` (a number, or `self`) has used so far,
+/// from /proc/PID/stat, whose times are in clock ticks: 100 a second on Linux (USER_HZ).
+#[allow(dead_code)]
+pub fn cpu_of(pid: &str) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The command name, in parentheses, may hold spaces: the fields are counted after it.
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    Duration::from_millis(ticks * 10)
+}
+
 pub async fn settle(tables: &Path, rows: usize) -> Vec<PathBuf> {
     let deadline = Instant::now() + Duration::from_secs(3600);
     let mut last = Vec::new();
