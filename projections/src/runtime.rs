@@ -183,20 +183,23 @@ impl<S: Clone + Send + Sync + 'static> Projector<S> {
     }
 
     /// Waits until the event at `offset` is applied (or fenced), and returns the checkpoint and
-    /// snapshot right after it.
+    /// snapshot right after it (or after later events). An error only when the projection
+    /// stopped before it.
     pub async fn wait_for(&self, offset: u64) -> Result<(Checkpoint, S)> {
         let mut applied = self.applied.clone();
         loop {
             {
                 let current = applied.borrow_and_update();
+                // Applied before the projection stopped on a later event (a successor's rows in
+                // a definition this projection lacks, say): it is applied, as the caller asked.
+                if current.checkpoint.next_offset > offset {
+                    return Ok((current.checkpoint, current.snapshot.clone()));
+                }
                 if let Some(cause) = &current.failure {
                     return Err(Error::Stopped {
                         partition: self.partition.to_string(),
                         cause: cause.to_string(),
                     });
-                }
-                if current.checkpoint.next_offset > offset {
-                    return Ok((current.checkpoint, current.snapshot.clone()));
                 }
             }
             if applied.changed().await.is_err() {

@@ -184,3 +184,28 @@ async fn a_stopped_projection_tells_whether_a_newer_leader_wrote_in_front_of_an_
     .await;
     assert_eq!(same, 1);
 }
+
+#[tokio::test]
+async fn an_event_applied_before_the_projection_stopped_stays_applied_to_its_writer() {
+    // A writer's event is applied; before the writer looks, the projector reads a later
+    // batch it cannot apply (a successor's rows in columns this projection lacks). The writer
+    // learns that its event was applied, not that the projection stopped: an error there
+    // failed a write that every reader sees.
+    let log: Arc<dyn CommitLog> = Arc::new(MemoryLog::new());
+    let p = PartitionId::control();
+    let mut recorder = Recorder::new(Checkpoint::default(), Arc::default());
+    recorder.fails_on = Some("poison");
+    let projector = Projector::start(log.clone(), recorder).await.unwrap();
+    log.append(&p, vec![marker(1), event("mine", 1)])
+        .await
+        .unwrap();
+    projector.wait_for(1).await.unwrap();
+    log.append(&p, vec![marker(2), event("poison", 2)])
+        .await
+        .unwrap();
+    let stopped = projector.wait_for(3).await.unwrap_err().to_string();
+    assert!(stopped.contains("cannot be applied"), "{stopped}");
+    let (checkpoint, applied) = projector.wait_for(1).await.unwrap();
+    assert_eq!(checkpoint.next_offset, 2);
+    assert_eq!(*applied, ["mine".to_owned()]);
+}

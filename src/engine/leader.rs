@@ -99,6 +99,15 @@ impl<S: Clone + Send + Sync + 'static> Leader<S> {
         self.retired.store(true, Ordering::Release);
     }
 
+    /// Waits, at most `wait`, for the write in flight (if any) to end; false when it did not.
+    /// A retired leader's successor on this node waits so before it writes: otherwise the
+    /// successor's first events (rows in columns this leader's definition lacks) could land
+    /// in the same read of the log as this leader's last event, and this leader's projection,
+    /// stopping on them, could not tell its writer that its own event was applied.
+    pub async fn drain(&self, wait: Duration) -> bool {
+        tokio::time::timeout(wait, self.permit.lock()).await.is_ok()
+    }
+
     pub fn is_retired(&self) -> bool {
         self.retired.load(Ordering::Acquire)
     }

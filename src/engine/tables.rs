@@ -60,6 +60,10 @@ impl TableRuntime {
 /// How often each active table checks whether its memtable is due a flush.
 const MAINTENANCE_EVERY: Duration = Duration::from_secs(1);
 
+/// How long a table's new runtime waits for the write in flight of the runtime it replaces (a
+/// write holds its permit for one append and its application: well under a second).
+const DRAIN_WAIT: Duration = Duration::from_secs(10);
+
 impl Engine {
     /// After taking a catalog permit: the database may have been deleted while the request
     /// waited.
@@ -138,20 +142,28 @@ impl Engine {
         database: &DatabaseRuntime,
         def: &Arc<TableDef>,
     ) -> Result<Arc<TableRuntime>> {
-        let current = database
-            .catalog
-            .snapshot()
-            .tables
-            .get(&def.name)
-            .filter(|t| t.id == def.id)
-            .cloned()
-            .unwrap_or_else(|| def.clone());
+        // The catalog's definition now. It is read again under the lock and when the runtime
+        // opens, never taken from before: the catalog only moves forward, so a caller that read
+        // it a moment ago (and found a runtime newer than its read) must not replace that
+        // runtime with an older one. A projection opened with an older definition than the rows
+        // already written with the newer one would stop on them.
+        let current = || {
+            database
+                .catalog
+                .snapshot()
+                .tables
+                .get(&def.name)
+                .filter(|t| t.id == def.id)
+                .cloned()
+                .unwrap_or_else(|| def.clone())
+        };
         let cell = {
             let mut tables = database.tables.lock();
             let cell = tables.entry(def.id.clone()).or_default();
             // Columns that grew, or fields a mapping declared since: a runtime with the new
             // definition.
-            if let Some(old) = cell.get().filter(|old| old.def != current) {
+            let now = current();
+            if let Some(old) = cell.get().filter(|old| old.def != now) {
                 old.leader.retire();
                 database.retiring.lock().insert(def.id.clone(), old.clone());
                 *cell = Arc::default();
@@ -162,10 +174,13 @@ impl Engine {
             .get_or_try_init(|| async {
                 let old = database.retiring.lock().remove(&def.id);
                 if let Some(old) = old {
+                    if !old.leader.drain(DRAIN_WAIT).await {
+                        tracing::warn!(table = %def.name, "a write of the replaced runtime outlasted the wait for it");
+                    }
                     old.handle().close().await;
                     tracing::debug!(table = %def.name, "table reopened with its grown columns");
                 }
-                self.activate_table(database, &current).await
+                self.activate_table(database, &current()).await
             })
             .await?
             .clone();
