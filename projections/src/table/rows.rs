@@ -108,7 +108,9 @@ pub const COMPRESS_FROM_BYTES: usize = 256 << 10;
 /// Encodes one batch as an Arrow IPC stream: with its buffers LZ4-compressed from
 /// [`COMPRESS_FROM_BYTES`] up.
 pub fn encode_ipc(batch: &RecordBatch) -> Result<Vec<u8>> {
-    let size = batch.get_array_memory_size();
+    // The rows' own bytes: a batch sliced from a larger one (or decoded from IPC) shares its
+    // buffers, which `get_array_memory_size` would count whole.
+    let size = super::batch_bytes(batch);
     let options = if size >= COMPRESS_FROM_BYTES {
         IpcWriteOptions::default()
             .try_with_compression(Some(CompressionType::LZ4_FRAME))
@@ -218,5 +220,16 @@ mod tests {
         // Every value is in the stream as it is: 100 floats and 100 strings of 15 bytes.
         assert!(ipc.len() > 100 * (8 + 15), "{} bytes", ipc.len());
         assert_eq!(decode_ipc(&ipc).unwrap(), batch);
+    }
+
+    #[test]
+    fn a_small_slice_of_a_large_batch_is_written_as_a_small_batch_is() {
+        // The slice shares the large batch's buffers: sized by them, it would be compressed.
+        let large = samples(50_000);
+        let slice = large.slice(0, 100);
+        assert!(slice.get_array_memory_size() >= COMPRESS_FROM_BYTES);
+        let ipc = encode_ipc(&slice).unwrap();
+        assert_eq!(ipc, encode_ipc(&samples(100)).unwrap());
+        assert_eq!(decode_ipc(&ipc).unwrap(), slice);
     }
 }
