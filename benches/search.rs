@@ -64,6 +64,10 @@ struct Args {
     /// Where the server's data and the baseline's files go (default: under /var/tmp).
     #[arg(long, global = true)]
     dir: Option<PathBuf>,
+    /// Search the data an earlier run with the same `--dir` loaded, if it finished loading,
+    /// rather than load it again (the same rows: the corpus is seeded).
+    #[arg(long, global = true)]
+    reuse: bool,
     /// Ignored: cargo bench passes it.
     #[arg(long, hide = true, global = true)]
     bench_flag: bool,
@@ -104,12 +108,14 @@ fn main() {
     std::fs::create_dir_all(&scratch).unwrap();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     match args.bench {
-        Bench::Bm25 { rows, queries } => runtime.block_on(bm25(&scratch, rows, queries)),
+        Bench::Bm25 { rows, queries } => {
+            runtime.block_on(bm25(&scratch, rows, queries, args.reuse))
+        }
         Bench::Hybrid {
             rows,
             queries,
             ef_search,
-        } => runtime.block_on(hybrid(&scratch, rows, queries, &ef_search)),
+        } => runtime.block_on(hybrid(&scratch, rows, queries, &ef_search, args.reuse)),
         Bench::Append { rows } => runtime.block_on(append(&scratch, rows)),
     }
     if args.dir.is_none() {
@@ -136,9 +142,18 @@ async fn loaded_server(
     corpus: &Corpus,
     rows: usize,
     vectors: bool,
+    reuse: bool,
 ) -> (Server, reqwest::Client, Vec<PathBuf>) {
-    let server = Server::start(dir, &["--set", "tables.flush_age_ms=500"]);
+    let settings = ["--set", "tables.flush_age_ms=500"];
     let http = reqwest::Client::new();
+    // Written once the load has settled: only a finished load is reused.
+    let loaded = dir.join("bench.key");
+    if reuse && let Ok(key) = std::fs::read_to_string(&loaded) {
+        let server = Server::resume(dir, key, &settings);
+        eprintln!("reusing the {rows} rows loaded in {}", dir.display());
+        return (server, http, segment_index_dirs(&dir.join("indexes")));
+    }
+    let server = Server::start(dir, &settings);
     server
         .post(&http, "/v1/databases", &json!({"name": "bench"}))
         .await;
@@ -163,6 +178,7 @@ async fn loaded_server(
         acknowledged.as_secs_f64(),
         started.elapsed().as_secs_f64()
     );
+    std::fs::write(&loaded, &server.key).unwrap();
     let indexes = segment_index_dirs(&dir.join("indexes"));
     (server, http, indexes)
 }
@@ -256,10 +272,10 @@ async fn search(server: &Server, http: &reqwest::Client, path: &str, body: &Valu
     answer["data"].as_array().cloned().unwrap_or_default()
 }
 
-async fn bm25(scratch: &Path, rows: usize, queries: usize) {
+async fn bm25(scratch: &Path, rows: usize, queries: usize, reuse: bool) {
     let corpus = Corpus::new(11);
     let (server, http, segments) =
-        loaded_server(&scratch.join("server"), &corpus, rows, false).await;
+        loaded_server(&scratch.join("server"), &corpus, rows, false, reuse).await;
     let mut raw = RawText::open(&segments);
     eprintln!("{} segments", segments.len());
     let (mut baseline, mut strata, mut ids_only) = (Vec::new(), Vec::new(), Vec::new());
@@ -375,10 +391,10 @@ fn exact_top(vectors: &[f32], query: &[f32], k: usize) -> Vec<usize> {
     scored.into_iter().map(|(_, i)| i).collect()
 }
 
-async fn hybrid(scratch: &Path, rows: usize, queries: usize, ef_search: &[usize]) {
+async fn hybrid(scratch: &Path, rows: usize, queries: usize, ef_search: &[usize], reuse: bool) {
     let corpus = Corpus::new(13);
     let dir = scratch.join("server");
-    let (server, http, segments) = loaded_server(&dir, &corpus, rows, true).await;
+    let (server, http, segments) = loaded_server(&dir, &corpus, rows, true, reuse).await;
     eprintln!("{} segments", segments.len());
     let mut raw_text = RawText::open(&segments);
     let raw_vectors = RawVectors::open(&segments);
