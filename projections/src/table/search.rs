@@ -335,8 +335,19 @@ impl TableSnapshot {
                     segment.seq
                 )));
             };
-            let keep = keep_in(segment, allowed);
-            hits.extend(vectors.search(query, k, options.ef_search, &keep));
+            let deleted = segment.deleted.len();
+            if allowed.is_none() && deleted <= k as u64 {
+                // No filter and few rows deleted: the graph searched without a filter (see
+                // `SegmentVectors::search`) for as many more as were deleted, dropped after.
+                let mut found =
+                    vectors.search(query, k + deleted as usize, options.ef_search, None);
+                found.retain(|(id, _)| !segment.deleted.contains(*id));
+                found.truncate(k);
+                hits.extend(found);
+            } else {
+                let keep = keep_in(segment, allowed);
+                hits.extend(vectors.search(query, k, options.ef_search, Some(&keep)));
+            }
         }
         for mem in &self.memtable {
             let (ids, data, dim) = vectors_of(&mem.batch, &spec.column)?;

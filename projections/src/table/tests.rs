@@ -1338,3 +1338,57 @@ fn segments_are_written_in_pages_of_the_configured_size() {
         "{default} pages by default"
     );
 }
+
+/// k-NN over a segment's graph leaves out deleted rows and rows a filter does not allow, both
+/// where few rows are deleted (the graph is searched without a filter, for more, and the
+/// deleted dropped) and where many are (searched with one). The graph is searched with `ef`
+/// above its size, so the answers are exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn knn_over_a_graph_leaves_out_deleted_and_filtered_rows() {
+    let options = TableOptions {
+        flush_rows: 1000,
+        vectors: vector::VectorOptions {
+            graph_min_rows: 0,
+            ef_search: 1000,
+            ..Default::default()
+        },
+        ..small()
+    };
+    let harness = Harness::new(options).await;
+    // Row n's vector is (n, 1): its distance to the query is |n - 100.3|.
+    let rows: Vec<Row> = (0..200).map(|n| (format!("r{n}"), n, true)).collect();
+    harness
+        .write(Body::RowsAppended(RowsAppended {
+            table_id: "t1".into(),
+            first_row_id: 0,
+            row_count: rows.len() as u64,
+            arrow_ipc: rows::encode_ipc(&batch(&rows)).unwrap().into(),
+            vector_count: rows.len() as u64,
+            ..Default::default()
+        }))
+        .await;
+    harness.handle.as_ref().unwrap().flush().await.unwrap();
+    let delete = |ids: Vec<u64>| {
+        harness.write(Body::RowsDeleted(RowsDeleted {
+            table_id: "t1".into(),
+            row_ids: ids,
+            vector_count: 0,
+        }))
+    };
+    let nearest = |allowed: search::Allowed| {
+        let snapshot = harness.handle.as_ref().unwrap().snapshot();
+        assert_eq!(snapshot.segments.len(), 1);
+        assert!(snapshot.memtable.is_empty());
+        let hits = snapshot.knn(&[100.3, 1.0], 5, &allowed).unwrap();
+        hits.iter().map(|h| h.row_id).collect::<Vec<u64>>()
+    };
+    assert_eq!(nearest(None), [100, 101, 99, 102, 98]);
+    delete(vec![100, 101]).await;
+    assert_eq!(nearest(None), [99, 102, 98, 103, 97]);
+    delete((92..=108).filter(|n| *n != 100 && *n != 101).collect()).await;
+    let snapshot = harness.handle.as_ref().unwrap().snapshot();
+    assert_eq!(snapshot.segments[0].deleted.len(), 17);
+    assert_eq!(nearest(None), [109, 91, 110, 90, 111]);
+    let even: RoaringTreemap = (0..200).filter(|n| n % 2 == 0).collect();
+    assert_eq!(nearest(Some(Arc::new(even))), [110, 90, 112, 88, 114]);
+}

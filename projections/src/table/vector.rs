@@ -236,30 +236,40 @@ impl SegmentVectors {
         self.len() == 0
     }
 
-    /// The `k` nearest vectors to `query` whose row id passes `keep`: (row id, distance),
-    /// nearest first.
+    /// The `k` nearest vectors to `query`, among those whose row id passes `keep` if there is
+    /// a filter: (row id, distance), nearest first.
+    ///
+    /// Without a filter the graph is searched as hnsw_rs searches it, stopping once the nearest
+    /// candidate left is farther than the `ef`-th found. With one, hnsw_rs does not stop early
+    /// and walks every candidate it queued: several times the work, so callers filter only
+    /// where something must be left out (see [`crate::table::TableSnapshot::knn`]).
     pub fn search(
         &self,
         query: &[f32],
         k: usize,
         ef_search: usize,
-        keep: &dyn Fn(u64) -> bool,
+        keep: Option<&dyn Fn(u64) -> bool>,
     ) -> Vec<(u64, f32)> {
         match &self.kind {
             Kind::Flat { ids, data } => {
                 let mut hits: Vec<(u64, f32)> = ids
                     .iter()
                     .zip(data.chunks_exact(self.dim.max(1)))
-                    .filter(|(id, _)| keep(**id))
+                    .filter(|(id, _)| keep.is_none_or(|keep| keep(**id)))
                     .map(|(id, v)| (*id, distance(self.metric, query, v)))
                     .collect();
                 nearest(&mut hits, k);
                 hits
             }
             Kind::Graph(graph) => {
-                let filter = |id: &usize| keep(*id as u64);
                 let ef = ef_search.max(k);
-                let found = on_graph!(graph, g => g.search_filter(query, k, ef, Some(&filter)));
+                let found = match keep {
+                    None => on_graph!(graph, g => g.search(query, k, ef)),
+                    Some(keep) => {
+                        let filter = |id: &usize| keep(*id as u64);
+                        on_graph!(graph, g => g.search_filter(query, k, ef, Some(&filter)))
+                    }
+                };
                 found
                     .into_iter()
                     .map(|n| (n.d_id as u64, n.distance))

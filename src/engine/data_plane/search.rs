@@ -429,12 +429,15 @@ impl Engine {
         check_columns(&def, request.columns.as_deref())?;
         let allowed = self.filter(&snapshot, request.filter.as_deref()).await?;
         let candidates = request.candidates.max(request.limit);
+        let started = std::time::Instant::now();
         let text = snapshot
             .bm25(&request.query, &columns, &allowed, candidates)
             .map_err(index_error)?;
+        let texts = started.elapsed();
         let near = snapshot
             .knn(&request.vector, candidates, &allowed)
             .map_err(index_error)?;
+        let searched = started.elapsed();
         let text: Vec<u64> = text.iter().map(|h| h.row_id).collect();
         let near: Vec<u64> = near.iter().map(|h| h.row_id).collect();
         let mut fused = reciprocal_rank_fusion(&text, &near, request.rrf_k, request.weights);
@@ -444,6 +447,13 @@ impl Engine {
             .rows_by_id(&ids, request.columns.as_deref())
             .await
             .map_err(index_error)?;
+        tracing::debug!(
+            table = %def.name,
+            bm25_us = texts.as_micros() as u64,
+            knn_us = (searched - texts).as_micros() as u64,
+            rows_us = (started.elapsed() - searched).as_micros() as u64,
+            "hybrid_search"
+        );
         let by_id: HashMap<u64, Fused> = fused.iter().map(|f| (f.row_id, *f)).collect();
         with_columns(
             rows,
