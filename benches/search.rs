@@ -64,8 +64,8 @@ struct Args {
     /// Where the server's data and the baseline's files go (default: under /var/tmp).
     #[arg(long, global = true)]
     dir: Option<PathBuf>,
-    /// Search the data an earlier run with the same `--dir` loaded, if it finished loading,
-    /// rather than load it again (the same rows: the corpus is seeded).
+    /// Search the data an earlier run of the same bench with the same `--dir` and `--rows`
+    /// loaded, if it finished loading, rather than load it again (the corpus is seeded).
     #[arg(long, global = true)]
     reuse: bool,
     /// Ignored: cargo bench passes it.
@@ -146,8 +146,10 @@ async fn loaded_server(
 ) -> (Server, reqwest::Client, Vec<PathBuf>) {
     let settings = ["--set", "tables.flush_age_ms=500"];
     let http = reqwest::Client::new();
-    // Written once the load has settled: only a finished load is reused.
-    let loaded = dir.join("bench.key");
+    // Written once the load has settled, and named after what was loaded: only a finished
+    // load of the same rows is reused.
+    let kind = if vectors { "hybrid" } else { "text" };
+    let loaded = dir.join(format!("bench-{kind}-{rows}.key"));
     if reuse && let Ok(key) = std::fs::read_to_string(&loaded) {
         let server = Server::resume(dir, key, &settings);
         eprintln!("reusing the {rows} rows loaded in {}", dir.display());
