@@ -107,7 +107,7 @@ pub fn index_problems(snapshot: &TableSnapshot) -> Vec<String> {
             problems.push(format!("segment {} has no index", segment.seq));
             continue;
         };
-        if spec.text.is_some() {
+        if spec.segment_text().is_some() {
             match &index.text {
                 None => problems.push(format!("segment {} has no full-text index", segment.seq)),
                 Some(text) => {

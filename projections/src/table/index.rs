@@ -29,6 +29,7 @@ use super::{
 use crate::{
     catalog::{TableDef, VectorMetric},
     error::Result,
+    schema::ColumnType,
 };
 
 /// What a table indexes, and where.
@@ -36,6 +37,8 @@ use crate::{
 pub struct IndexSpec {
     pub dir: PathBuf,
     pub text: Option<TextSchema>,
+    /// Whether each segment gets a text index of its own (see [`IndexSpec::segment_text`]).
+    segment_text: bool,
     pub vector: Option<VectorSpec>,
     /// A dataset's document index (the Query DSL's).
     pub docs: Option<DocsSchema>,
@@ -118,15 +121,40 @@ impl IndexSpec {
         if text.is_none() && vector.is_none() && docs.is_none() && !series {
             return None;
         }
+        // A dataset's string columns are keywords of its document index, which answers exact
+        // matches on them: without full-text columns, its segments need no text index.
+        let keywords = |t: &TextSchema| {
+            t.exact.iter().all(|(name, _)| {
+                table
+                    .columns
+                    .iter()
+                    .any(|c| &c.name == name && c.data_type == ColumnType::Utf8)
+            })
+        };
+        let segment_text = text
+            .as_ref()
+            .is_some_and(|t| docs.is_none() || !t.text.is_empty() || !keywords(t));
         Some(IndexSpec {
             dir,
             text,
+            segment_text,
             vector,
             docs,
             series,
             options,
             searched: Arc::default(),
         })
+    }
+
+    /// The text schema of the table's segment indexes; `None` when its segments have no text
+    /// index. A dataset without full-text columns keeps none: its exact-match column (`_id`)
+    /// is a keyword of its document index, where [`crate::table::TableSnapshot::exact_match`]
+    /// looks it up, so a second index of the same values would be built on every flush for
+    /// nothing. (Its memtable batches keep their exact-match maps: see [`MemBatch`].)
+    ///
+    /// [`MemBatch`]: super::MemBatch
+    pub fn segment_text(&self) -> Option<&TextSchema> {
+        self.text.as_ref().filter(|_| self.segment_text)
     }
 
     /// Whether a new batch's document index is built as it is applied (see [`SearchedAt`]).
@@ -192,21 +220,26 @@ impl IndexSpec {
         rows: &RecordBatch,
         docs: Option<&[(&DocsIndex, &RoaringTreemap)]>,
     ) -> Result<Option<SegmentVectors>> {
-        if let Some(text) = &self.text {
+        let started = std::time::Instant::now();
+        if let Some(text) = self.segment_text() {
             build_segment_index(&building.join(TEXT_DIR), text, rows)?;
         }
+        let text_us = started.elapsed().as_micros();
         match (&self.docs, docs) {
             (Some(schema), Some(parts)) => schema.merged_in_dir(&building.join(DOCS_DIR), parts)?,
             (Some(schema), None) => schema.build_in_dir(&building.join(DOCS_DIR), rows)?,
             (None, _) => {}
         }
+        let docs_us = started.elapsed().as_micros() - text_us;
         if self.series {
             SeriesSet::build(rows)?.write(&building.join(SERIES_FILE))?;
         }
         if self.searched_for_rows() {
             RowStore::write(building, rows)?;
         }
-        self.vector
+        let rows_us = started.elapsed().as_micros() - text_us - docs_us;
+        let vectors = self
+            .vector
             .as_ref()
             .map(|v| {
                 SegmentVectors::build(
@@ -217,13 +250,23 @@ impl IndexSpec {
                     &self.options,
                 )
             })
-            .transpose()
+            .transpose()?;
+        tracing::debug!(
+            rows = rows.num_rows(),
+            merged = docs.is_some(),
+            text_us,
+            docs_us,
+            rows_us,
+            vectors_us = started.elapsed().as_micros() - text_us - docs_us - rows_us,
+            "segment indexes built"
+        );
+        Ok(vectors)
     }
 
     /// The indexes in segment directory `dir`: its text, document and series indexes opened,
     /// with its `vectors`.
     fn open_in(&self, dir: PathBuf, vectors: Option<SegmentVectors>) -> Result<SegmentIndex> {
-        let text = match &self.text {
+        let text = match self.segment_text() {
             Some(_) => Some(SegmentText::open(&dir.join(TEXT_DIR))?),
             None => None,
         };

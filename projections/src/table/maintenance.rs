@@ -370,8 +370,16 @@ fn encode_segment(
     let rows = sorted.num_rows() as u64;
     // The Parquet file is encoded on a thread of its own while the indexes are built.
     let (bytes, index) = std::thread::scope(|scope| {
-        let parquet =
-            scope.spawn(|| segment::encode_parquet(std::slice::from_ref(&sorted), page_bytes));
+        let parquet = scope.spawn(|| {
+            let started = std::time::Instant::now();
+            let bytes = segment::encode_parquet(std::slice::from_ref(&sorted), page_bytes);
+            tracing::debug!(
+                rows,
+                parquet_us = started.elapsed().as_micros(),
+                "segment file encoded"
+            );
+            bytes
+        });
         let index = match index {
             Some((spec, seq, docs)) => {
                 let parts: Option<Vec<_>> = docs.as_ref().map(|d| {

@@ -40,6 +40,7 @@ use tantivy::{
 
 use super::{
     MemBatch, Segment, TableSnapshot,
+    docs::DocsIndex,
     rows::row_ids,
     rows::{ROW_ID, arrow_error},
     text::{
@@ -302,8 +303,29 @@ impl TableSnapshot {
             Term::from_field_text(field, value),
             IndexRecordOption::Basic,
         );
-        for (segment, text) in self.text_segments()? {
-            out |= segment_ids(text, &query, segment, allowed)?;
+        let keyword = self.index.as_deref().and_then(|spec| {
+            let docs = spec.docs.as_ref()?;
+            let mut term = Term::from_field_json_path(docs.keyword, column, true);
+            term.append_type_and_str(value);
+            Some(TermQuery::new(term, IndexRecordOption::Basic))
+        });
+        for segment in &self.segments {
+            let index = segment.index.as_ref();
+            out |= match (
+                index.and_then(|i| i.text.as_ref()),
+                index.and_then(|i| i.docs.as_ref()),
+                &keyword,
+            ) {
+                (Some(text), ..) => segment_ids(text, &query, segment, allowed)?,
+                // A dataset's segment: the value is a keyword of its document index.
+                (None, Some(docs), Some(keyword)) => docs_ids(docs, keyword, segment, allowed)?,
+                _ => {
+                    return Err(Error::Index(format!(
+                        "segment {} has no index of column {column}",
+                        segment.seq
+                    )));
+                }
+            };
         }
         for (mem, tail) in self.tails()? {
             for id in tail.exact[i].get(value).into_iter().flatten() {
@@ -453,12 +475,36 @@ fn all_of(terms: impl Iterator<Item = Term>) -> BooleanQuery {
     )
 }
 
-/// Live, allowed row ids of a segment matching `query`.
+/// Live, allowed row ids of a segment matching `query` in its text index.
 fn segment_ids(
     text: &SegmentText,
     query: &dyn Query,
     segment: &Segment,
     allowed: &Allowed,
+) -> Result<RoaringTreemap> {
+    matching_ids(&text.searcher, query, segment, allowed, row_id_reader(text))
+}
+
+/// Live, allowed row ids of a segment matching `query` in its document index.
+fn docs_ids(
+    docs: &DocsIndex,
+    query: &dyn Query,
+    segment: &Segment,
+    allowed: &Allowed,
+) -> Result<RoaringTreemap> {
+    matching_ids(&docs.searcher, query, segment, allowed, |address| {
+        docs.row_id(address)
+    })
+}
+
+/// Live, allowed row ids of `segment` whose documents in one of its indexes (`searcher`, with
+/// its `_row_id` fast field, read by `row_id`) match `query`.
+fn matching_ids(
+    searcher: &Searcher,
+    query: &dyn Query,
+    segment: &Segment,
+    allowed: &Allowed,
+    row_id: impl Fn(DocAddress) -> Result<u64>,
 ) -> Result<RoaringTreemap> {
     let keep = keep_in(segment, allowed);
     let collector = FilterCollector::new(
@@ -466,12 +512,8 @@ fn segment_ids(
         move |id: u64| keep(id),
         DocSetCollector,
     );
-    let found = text
-        .searcher
-        .search(query, &collector)
-        .map_err(index_error)?;
-    let ids = row_id_reader(text);
-    found.into_iter().map(ids).collect()
+    let found = searcher.search(query, &collector).map_err(index_error)?;
+    found.into_iter().map(row_id).collect()
 }
 
 /// How many documents of a segment match (for tests of the index itself).

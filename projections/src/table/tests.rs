@@ -1150,6 +1150,78 @@ async fn an_unsearched_datasets_exact_maps_are_built_by_the_first_lookup() {
     assert_eq!(found.len(), 10);
 }
 
+/// A dataset's segments keep no exact-match index of their own: a lookup reads the value as a
+/// keyword of the segment's document index, and finds the live rows there and in the memtable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_datasets_segments_answer_exact_matches_from_their_document_index() {
+    let dataset = Arc::new(TableDef {
+        dataset: true,
+        exact_columns: vec!["name".into()],
+        ..(*table()).clone()
+    });
+    let mut harness = Harness::of(dataset, TableOptions::default()).await;
+    for i in 0..3 {
+        harness.write(ten_rows(i)).await;
+    }
+    harness.handle.as_ref().unwrap().flush().await.unwrap();
+    // r1 again, in the memtable, and two rows of the segment's r1 deleted.
+    harness
+        .write(Body::RowsAppended(RowsAppended {
+            table_id: "t1".into(),
+            first_row_id: 30,
+            row_count: 2,
+            arrow_ipc: rows::encode_ipc(&batch(&[
+                ("r1".into(), 0, false),
+                ("r9".into(), 1, false),
+            ]))
+            .unwrap()
+            .into(),
+            ..Default::default()
+        }))
+        .await;
+    harness
+        .write(Body::RowsDeleted(RowsDeleted {
+            table_id: "t1".into(),
+            row_ids: vec![11, 12],
+            vector_count: 0,
+        }))
+        .await;
+    let check = |snapshot: &TableSnapshot| {
+        assert_eq!(snapshot.segments.len(), 1);
+        let found = |value: &str| {
+            let rows = snapshot.exact_match("name", value, &None).unwrap();
+            rows.iter().collect::<Vec<_>>()
+        };
+        let mut r1: Vec<u64> = (10..20).filter(|id| ![11, 12].contains(id)).collect();
+        r1.push(30);
+        assert_eq!(found("r1"), r1);
+        assert_eq!(found("r2"), (20..30).collect::<Vec<_>>());
+        assert_eq!(found("r9"), [31]);
+        assert_eq!(found("r"), Vec::<u64>::new(), "a keyword matches whole");
+        let allowed = Some(Arc::new(roaring::RoaringTreemap::from_iter([13, 30])));
+        let rows = snapshot.exact_match("name", "r1", &allowed).unwrap();
+        assert_eq!(rows.iter().collect::<Vec<_>>(), [13, 30]);
+    };
+    let snapshot = harness.handle.as_ref().unwrap().snapshot();
+    let index = snapshot.segments[0].index.as_ref().unwrap();
+    assert!(index.text.is_none() && index.docs.is_some());
+    let segment_dir = harness
+        .dir
+        .path()
+        .join("indexes")
+        .join(format!("{:012}", snapshot.segments[0].seq));
+    assert!(segment_dir.join("docs").is_dir());
+    assert!(
+        !segment_dir.join("text").exists(),
+        "an exact-match index built"
+    );
+    check(&snapshot);
+    assert!(digest::index_problems(&snapshot).is_empty());
+    // The same after a restart, from the segment read back.
+    harness.restart().await;
+    check(&harness.handle.as_ref().unwrap().snapshot());
+}
+
 /// Writers find no room while a table holds `BACKLOG_FLUSHES` flushes' worth of rows not in a
 /// segment, and find it again once a flush has written them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
