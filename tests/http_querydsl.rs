@@ -116,6 +116,32 @@ fn docs_dirs(dir: &std::path::Path) -> usize {
         .sum()
 }
 
+/// Writes `first` to `dataset` through `_bulk` and waits until a segment holds them (the
+/// server's `tables.flush_rows` is their count), then writes `second`, which stays in the
+/// memtable.
+async fn in_a_segment_then_the_memtable(
+    client: &Signed,
+    dir: &std::path::Path,
+    dataset: &str,
+    first: &[Value],
+    second: &[Value],
+) {
+    let path = format!("/{dataset}/_bulk");
+    let written = client.send_ndjson("POST", &path, first).await;
+    assert_eq!(written.body["errors"], false, "{written:?}");
+    let indexes = dir.join("indexes");
+    let flushed = || {
+        let indexes = indexes.clone();
+        async move { docs_dirs(&indexes) == 1 }
+    };
+    assert!(
+        common::eventually(10, flushed).await,
+        "no segment was flushed"
+    );
+    let written = client.send_ndjson("POST", &path, second).await;
+    assert_eq!(written.body["errors"], false, "{written:?}");
+}
+
 /// A server with the twelve records in dataset `logs`, and a client of its root user.
 async fn with_logs() -> (tempfile::TempDir, Server, Signed) {
     let dir = tempfile::tempdir().unwrap();
@@ -1568,17 +1594,6 @@ async fn arrays_are_several_values_of_a_field_in_segments_and_the_memtable() {
         line("c", json!({"tags": "green", "n": 9})),
     ]
     .concat();
-    let written = client.send_ndjson("POST", "/items/_bulk", &first).await;
-    assert_eq!(written.body["errors"], false, "{written:?}");
-    let indexes = dir.path().join("indexes");
-    let flushed = || {
-        let indexes = indexes.clone();
-        async move { docs_dirs(&indexes) == 1 }
-    };
-    assert!(
-        common::eventually(10, flushed).await,
-        "no segment was flushed"
-    );
     // Arrays make the columns lists; the older records read as lists of one.
     let second: Vec<Value> = [
         line("d", json!({"tags": ["red", "blue"], "n": [2, 20]})),
@@ -1588,8 +1603,7 @@ async fn arrays_are_several_values_of_a_field_in_segments_and_the_memtable() {
         ),
     ]
     .concat();
-    let written = client.send_ndjson("POST", "/items/_bulk", &second).await;
-    assert_eq!(written.body["errors"], false, "{written:?}");
+    in_a_segment_then_the_memtable(&client, dir.path(), "items", &first, &second).await;
 
     let ids = |answer: &common::Answer| -> Vec<String> {
         assert_eq!(answer.status, 200, "{answer:?}");
@@ -2478,4 +2492,124 @@ async fn index_settings_given_at_creation_limit_searches() {
         )
         .await;
     assert_eq!(refused.status, 400, "{refused:?}");
+}
+
+/// `_id` is a keyword, as in Elasticsearch: a match-family query on it matches the whole id,
+/// a query that names no field does not read it, and bulk updates, overwrites and deletes find
+/// records by it in a segment as in the memtable.
+#[tokio::test]
+async fn the_id_is_a_keyword_in_segments_and_the_memtable() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--set", "tables.flush_rows=7"]);
+    let client = Signed::new(&server, &root_user(dir.path(), "acme"));
+    let line = |i: usize| {
+        let message = match i {
+            0 => "web server started",
+            _ => "request served",
+        };
+        [
+            json!({"index": {"_id": format!("web-{i}")}}),
+            json!({"message": message, "n": i}),
+        ]
+    };
+    // Seven records go to a segment, three stay in the memtable.
+    let first: Vec<Value> = (0..7).flat_map(line).collect();
+    let second: Vec<Value> = (7..10).flat_map(line).collect();
+    in_a_segment_then_the_memtable(&client, dir.path(), "site", &first, &second).await;
+
+    let found = |query: Value| {
+        let client = &client;
+        async move {
+            let body = json!({"query": query, "size": 20});
+            let answer = client.send("POST", "/site/_search", Some(&body)).await;
+            assert_eq!(answer.status, 200, "{body}: {answer:?}");
+            answer.body["hits"]["hits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|hit| hit["_id"].as_str().unwrap().to_owned())
+                .collect::<BTreeSet<String>>()
+        }
+    };
+    let named = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+    let every: BTreeSet<String> = (0..10).map(|i| format!("web-{i}")).collect();
+    let cases: Vec<(Value, BTreeSet<String>)> = vec![
+        // The whole id, not its words "web" and "3".
+        (json!({"match": {"_id": "web-3"}}), named(&["web-3"])),
+        (json!({"match": {"_id": "web-8"}}), named(&["web-8"])),
+        (json!({"match": {"_id": "web"}}), named(&[])),
+        (json!({"match_phrase": {"_id": "web-5"}}), named(&["web-5"])),
+        (json!({"match_bool_prefix": {"_id": "web-"}}), every.clone()),
+        // The id whole, and the message's words ("web" of "web server started").
+        (
+            json!({"multi_match": {"query": "web-9", "fields": ["_id", "message"]}}),
+            named(&["web-0", "web-9"]),
+        ),
+        (
+            json!({"query_string": {"query": "_id:\"web-1\" OR _id:\"web-7\""}}),
+            named(&["web-1", "web-7"]),
+        ),
+        // A query that names no field reads the record's strings, not its id.
+        (json!({"query_string": {"query": "web"}}), named(&["web-0"])),
+        (
+            json!({"simple_query_string": {"query": "web"}}),
+            named(&["web-0"]),
+        ),
+        (json!({"multi_match": {"query": "web"}}), named(&["web-0"])),
+        (
+            json!({"ids": {"values": ["web-2", "web-9"]}}),
+            named(&["web-2", "web-9"]),
+        ),
+        (json!({"term": {"_id": "web-6"}}), named(&["web-6"])),
+        // Numbers are matched as `term` matches them, in a query string too.
+        (json!({"query_string": {"query": "n:3"}}), named(&["web-3"])),
+        (
+            json!({"query_string": {"query": "n:8 OR message:started"}}),
+            named(&["web-0", "web-8"]),
+        ),
+        (json!({"match": {"n": 4}}), named(&["web-4"])),
+    ];
+    for (query, expected) in cases {
+        assert_eq!(found(query.clone()).await, expected, "{query}");
+    }
+
+    // Records of the segment updated, overwritten and deleted by id through `_bulk`.
+    let changes = [
+        json!({"update": {"_id": "web-2"}}),
+        json!({"doc": {"message": "updated"}}),
+        json!({"index": {"_id": "web-4"}}),
+        json!({"message": "replaced", "n": 40}),
+        json!({"delete": {"_id": "web-5"}}),
+        json!({"update": {"_id": "web-9"}}),
+        json!({"doc": {"message": "updated"}}),
+    ];
+    let written = client.send_ndjson("POST", "/site/_bulk", &changes).await;
+    assert_eq!(written.body["errors"], false, "{written:?}");
+    let results: Vec<&str> = written.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| {
+            let (_, outcome) = item.as_object().unwrap().iter().next().unwrap();
+            outcome["result"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(results, ["updated", "updated", "deleted", "updated"]);
+    let updated = found(json!({"match": {"message": "updated"}})).await;
+    assert_eq!(updated, named(&["web-2", "web-9"]));
+    let replaced = found(json!({"match": {"_id": "web-4"}})).await;
+    assert_eq!(replaced, named(&["web-4"]));
+    let count = client.send("GET", "/site/_count", None).await;
+    assert_eq!(count.body["count"], 9, "{count:?}");
+    let source = client.send("GET", "/site/_doc/web-2", None).await;
+    assert_eq!(source.status, 200, "{source:?}");
+    let kept = &source.body["_source"];
+    assert_eq!(
+        (&kept["message"], &kept["n"]),
+        (&json!("updated"), &json!(2))
+    );
+    assert_eq!(
+        found(json!({"ids": {"values": ["web-5"]}})).await,
+        named(&[])
+    );
 }

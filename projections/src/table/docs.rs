@@ -6,13 +6,15 @@
 //! schema, whatever the dataset's columns, so a query compiles once for all of them:
 //!
 //! - `_row_id`: the row id (fast), to map hits back to rows and skip deleted ones;
-//! - `text`: a JSON field holding every column, strings analyzed by tantivy's `default`
-//!   analyzer (split on non-alphanumerics, lowercased), with positions for phrases: `match`,
-//!   `match_phrase`, `query_string`;
+//! - `text`: a JSON field holding every string column (but `_id`, a keyword only), analyzed
+//!   by tantivy's `default` analyzer (split on non-alphanumerics, lowercased), with positions
+//!   for phrases: `match`, `match_phrase`, `query_string`. Numbers, booleans, dates and points
+//!   are matched in `kw` (indexes built before 2026-12 hold them here too);
 //! - `kw`: a JSON field holding every column untokenized, and fast: strings as keywords
 //!   (`term`, `terms`, `prefix`, `wildcard`, `terms` aggregations), numbers, booleans and dates
 //!   as typed values (`range`, sorts, metric and histogram aggregations);
-//! - `all`: every string of the record, analyzed, for a `query_string` that names no field;
+//! - `all`: every string of the record (but `_id`), analyzed, for a `query_string` that names
+//!   no field;
 //! - `ip`: a JSON field holding the dataset's IP fields (declared `ip`) again, each address as 32
 //!   hex digits (see [`super::ip`]), untokenized: ranges and CIDR blocks of addresses.
 //!
@@ -84,6 +86,10 @@ pub struct DocsSchema {
     /// With unsearchable fields: the fields a query that names none searches, instead of
     /// `all` (which holds every string of a record, theirs too).
     catch_all: Option<Arc<Vec<String>>>,
+    /// The dataset's keyword-only fields (its `_id`): in `kw` alone, neither analyzed in `text`
+    /// nor in `all`, as Elasticsearch indexes `_id` as a keyword only. A match-family query on
+    /// one is a term query on the whole value (see [`Self::is_keyword_only`]).
+    keyword_only: Arc<std::collections::BTreeSet<String>>,
 }
 
 /// The precision a declared field's numbers are indexed at.
@@ -138,6 +144,7 @@ impl DocsSchema {
             &self.aliases,
             &self.unsearchable,
             &self.catch_all,
+            &self.keyword_only,
         )
             .hash(&mut hasher);
         hasher.finish()
@@ -183,6 +190,7 @@ impl DocsSchema {
             aliases: Arc::default(),
             unsearchable: Arc::default(),
             catch_all: None,
+            keyword_only: Arc::default(),
         }
     }
 
@@ -247,14 +255,26 @@ impl DocsSchema {
         self.rounded.get(path).copied()
     }
 
+    /// Whether the field at `path` is a keyword only (a dataset's `_id`): its values are in
+    /// `kw`, not in `text` or `all`.
+    pub fn is_keyword_only(&self, path: &str) -> bool {
+        self.keyword_only.contains(path)
+    }
+
     /// The type of the range field at `path` (`date_range`, `long_range`, ...), if it is one.
     pub fn range_type(&self, path: &str) -> Option<&str> {
         self.ranges.get(path).map(String::as_str)
     }
 
     /// The document index schema of dataset `table`: its IP fields (declared `ip`) go to `ip`
-    /// too.
+    /// too, and its exact-match columns that are not full-text ones (its `_id`) to `kw` alone.
     pub fn of(table: &crate::catalog::TableDef) -> DocsSchema {
+        let keyword_only = table
+            .exact_columns
+            .iter()
+            .filter(|c| !table.fts_columns.contains(c))
+            .cloned()
+            .collect();
         let ips = table
             .declared
             .iter()
@@ -281,6 +301,7 @@ impl DocsSchema {
             ranges: Arc::new(ranges),
             rounded: Arc::new(rounded),
             aliases: Arc::new(table.field_aliases()),
+            keyword_only: Arc::new(keyword_only),
             ..DocsSchema::new()
         }
     }
@@ -305,6 +326,11 @@ impl DocsSchema {
             readers.push((field.name().clone(), column, value));
         }
         let is_ip: Vec<bool> = readers.iter().map(|(n, ..)| self.ips.contains(n)).collect();
+        // Keyword-only fields (`_id`) go to `kw` alone.
+        let keyword_only: Vec<bool> = readers
+            .iter()
+            .map(|(n, ..)| self.keyword_only.contains(n))
+            .collect();
         let rounding: Vec<Option<Rounding>> = readers
             .iter()
             .map(|(n, ..)| self.rounded.get(n).copied())
@@ -313,11 +339,19 @@ impl DocsSchema {
             let mut document = TantivyDocument::new();
             document.add_u64(self.row_id, ids.value(row));
             let mut object: BTreeMap<String, OwnedValue> = BTreeMap::new();
+            let mut strings: BTreeMap<String, OwnedValue> = BTreeMap::new();
             let mut addresses: BTreeMap<String, OwnedValue> = BTreeMap::new();
-            for (((name, column, value), is_ip), rounding) in
-                readers.iter().zip(&is_ip).zip(&rounding)
+            let mut keywords: Vec<(String, OwnedValue)> = Vec::new();
+            for ((((name, column, value), is_ip), rounding), keyword_only) in
+                readers.iter().zip(&is_ip).zip(&rounding).zip(&keyword_only)
             {
                 if column.is_null(row) {
+                    continue;
+                }
+                if *keyword_only {
+                    if let Some(value) = value(row) {
+                        keywords.push((name.clone(), value));
+                    }
                     continue;
                 }
                 if let Some(value) = value(row) {
@@ -326,12 +360,23 @@ impl DocsSchema {
                         None => value,
                     };
                     match &value {
-                        OwnedValue::Str(text) => document.add_text(self.all, text),
+                        OwnedValue::Str(text) => {
+                            document.add_text(self.all, text);
+                            strings.insert(name.clone(), value.clone());
+                        }
                         OwnedValue::Array(items) => {
-                            for item in items {
+                            let texts: Vec<OwnedValue> = items
+                                .iter()
+                                .filter(|item| matches!(item, OwnedValue::Str(_)))
+                                .cloned()
+                                .collect();
+                            for item in &texts {
                                 if let OwnedValue::Str(text) = item {
                                     document.add_text(self.all, text);
                                 }
+                            }
+                            if !texts.is_empty() {
+                                strings.insert(name.clone(), OwnedValue::Array(texts));
                             }
                         }
                         _ => {}
@@ -345,7 +390,8 @@ impl DocsSchema {
             if !addresses.is_empty() {
                 document.add_object(self.ip, addresses);
             }
-            document.add_object(self.text, object.clone());
+            document.add_object(self.text, strings);
+            object.extend(keywords);
             document.add_object(self.keyword, object);
             document
         }))
@@ -1222,6 +1268,55 @@ mod tests {
         Index::create_in_dir(dir.path(), older.build()).unwrap();
         let error = DocsIndex::open(dir.path()).unwrap_err().to_string();
         assert!(error.contains("older schema"), "{error}");
+    }
+
+    /// `text` holds strings alone, and `all` and `text` leave keyword-only fields out: `kw`
+    /// holds every value.
+    #[test]
+    fn text_holds_strings_and_keyword_only_fields_are_in_kw_alone() {
+        let batch = counted(10);
+        let count = |docs: &DocsSchema, term: tantivy::Term| {
+            let index = docs.build_in_ram(&batch).unwrap();
+            let query = tantivy::query::TermQuery::new(term, IndexRecordOption::Basic);
+            index.searcher.search(&query, &Count).unwrap()
+        };
+        let json =
+            |field: Field, path: &str| tantivy::Term::from_field_json_path(field, path, true);
+        let string = |field: Field, path: &str, value: &str| {
+            let mut term = json(field, path);
+            term.append_type_and_str(value);
+            term
+        };
+        let number = |field: Field| {
+            let mut term = json(field, "n");
+            term.append_type_and_fast_value(4_i64);
+            term
+        };
+        let plain = DocsSchema::new();
+        assert_eq!(count(&plain, string(plain.text, "s", "even")), 5);
+        assert_eq!(
+            count(&plain, tantivy::Term::from_field_text(plain.all, "even")),
+            5
+        );
+        assert_eq!(count(&plain, number(plain.keyword)), 1);
+        assert_eq!(count(&plain, number(plain.text)), 0);
+
+        let keyword_only = DocsSchema {
+            keyword_only: Arc::new(["s".to_owned()].into()),
+            ..DocsSchema::new()
+        };
+        assert_eq!(
+            count(&keyword_only, string(keyword_only.keyword, "s", "even")),
+            5
+        );
+        assert_eq!(
+            count(&keyword_only, string(keyword_only.text, "s", "even")),
+            0
+        );
+        let all = tantivy::Term::from_field_text(keyword_only.all, "even");
+        assert_eq!(count(&keyword_only, all), 0);
+        assert!(keyword_only.is_keyword_only("s") && !plain.is_keyword_only("s"));
+        assert_ne!(keyword_only.fingerprint(), plain.fingerprint());
     }
 
     #[test]

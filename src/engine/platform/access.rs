@@ -474,6 +474,8 @@ impl DatasetView {
             .columns
             .iter()
             .filter(|c| is_text(&c.data_type) && self.fields.shows(&c.name) == Some(None))
+            // A keyword-only field (`_id`) is not in `all` either.
+            .filter(|c| !docs.is_keyword_only(&c.name))
             .map(|c| c.name.clone())
             .collect();
         Some(docs.restricted(unsearchable, strings))

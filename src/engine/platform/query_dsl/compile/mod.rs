@@ -394,8 +394,12 @@ impl Compiler<'_> {
     /// `match`: the query's terms, any (or all, with `operator: and`) of them.
     fn matching(&self, field: &str, value: &Value, options: &Map<String, Value>) -> Compiled {
         let text = scalar_text(field, value)?;
-        let tokens = analyze_with(&text, options)?;
         let path = self.schema.path(field);
+        // A keyword-only field (`_id`) is not analyzed: its value is matched whole.
+        if self.schema.is_keyword_only(path) {
+            return Ok(self.term(field, value));
+        }
+        let tokens = analyze_with(&text, options)?;
         let mut clauses: Vec<Box<dyn Query>> = tokens
             .iter()
             .map(|token| self.word(path, token, options))
@@ -434,8 +438,12 @@ impl Compiler<'_> {
     /// `operator: and`) of them.
     fn bool_prefix(&self, field: &str, value: &Value, options: &Map<String, Value>) -> Compiled {
         let text = scalar_text(field, value)?;
-        let mut tokens = analyze_with(&text, options)?;
         let path = self.schema.path(field);
+        // A keyword-only field's whole value is the one word, and so the prefix.
+        if self.schema.is_keyword_only(path) {
+            return self.pattern(field, &Value::String(text), false);
+        }
+        let mut tokens = analyze_with(&text, options)?;
         let Some(last) = tokens.pop() else {
             return Ok(Box::new(EmptyQuery));
         };
@@ -467,8 +475,11 @@ impl Compiler<'_> {
 
     fn phrase(&self, field: &str, value: &Value, options: &Map<String, Value>) -> Compiled {
         let text = scalar_text(field, value)?;
-        let tokens = analyze(&text);
         let path = self.schema.path(field);
+        if self.schema.is_keyword_only(path) {
+            return Ok(self.term(field, value));
+        }
+        let tokens = analyze(&text);
         let terms: Vec<(usize, Term)> = tokens
             .iter()
             .enumerate()
@@ -922,6 +933,21 @@ impl Compiler<'_> {
                     })?;
                     self.regexp(&field, &Value::String(pattern))?
                 }
+                // A value on a field, which `text` holds only if it is a string: numbers,
+                // booleans and dates are matched as `term` matches them, in `kw`.
+                UserInputLeaf::Literal(literal) if typed_value(&literal).is_some() => {
+                    let (path, value) = typed_value(&literal).unwrap_or_default();
+                    let exact = self.term(&path, &Value::String(value));
+                    let text = parser
+                        .build_query_from_user_input_ast(UserInputAst::Leaf(Box::new(
+                            UserInputLeaf::Literal(literal),
+                        )))
+                        .map_err(|e| DslError {
+                            kind: "query_shard_exception",
+                            reason: format!("Failed to parse query [{text}]: {e}"),
+                        })?;
+                    any_of(vec![text, exact])
+                }
                 leaf => parser
                     .build_query_from_user_input_ast(UserInputAst::Leaf(Box::new(leaf)))
                     .map_err(|e| DslError {
@@ -968,9 +994,11 @@ fn check_regexes(ast: &UserInputAst) -> Result<(), DslError> {
 fn rewrite(ast: UserInputAst, default_field: Option<&str>, schema: &DocsSchema) -> UserInputAst {
     let text_field = |field: Option<String>| match field.as_deref().or(default_field) {
         None => Some(ALL_FIELD.to_owned()),
-        Some(name) => match name.strip_suffix(".keyword") {
-            Some(_) => Some(format!("{KEYWORD_FIELD}.{}", schema.path(name))),
-            None => Some(format!("{TEXT_FIELD}.{}", schema.path(name))),
+        Some(name) => match name.strip_suffix(".keyword").is_some()
+            || schema.is_keyword_only(schema.path(name))
+        {
+            true => Some(format!("{KEYWORD_FIELD}.{}", schema.path(name))),
+            false => Some(format!("{TEXT_FIELD}.{}", schema.path(name))),
         },
     };
     let keyword_field = |field: Option<String>| {
@@ -1033,6 +1061,22 @@ fn rewrite(ast: UserInputAst, default_field: Option<&str>, schema: &DocsSchema) 
             other => other,
         })),
     }
+}
+
+/// The field path and value of a `query_string` literal on a field's text (`text.<path>`,
+/// after [`rewrite`]) whose value reads as a number, a boolean or a date: such values are in
+/// `kw`, not in `text`.
+fn typed_value(literal: &UserInputLiteral) -> Option<(String, String)> {
+    let path = literal
+        .field_name
+        .as_deref()?
+        .strip_prefix(TEXT_FIELD)?
+        .strip_prefix('.')?;
+    let value = literal.phrase.trim();
+    let typed = value.parse::<f64>().is_ok_and(f64::is_finite)
+        || value.parse::<bool>().is_ok()
+        || parse_date_millis(value).is_some();
+    (typed && !literal.prefix).then(|| (path.to_owned(), value.to_owned()))
 }
 
 /// A word of a `query_string` searched in the text of each of `fields`, any of them.

@@ -153,6 +153,11 @@ impl Compiler<'_> {
                     self.matching(field, &json!(text), &empty)?
                 }
                 (Part::Phrase(text), Some(field)) => self.phrase(field, &json!(text), &empty)?,
+                (Part::Prefix(stem), Some(field))
+                    if self.schema.is_keyword_only(self.schema.path(field)) =>
+                {
+                    self.pattern(field, &json!(stem), false)?
+                }
                 (Part::Prefix(stem), Some(field)) => {
                     let Some(word) = analyze(stem).pop() else {
                         return Ok(None);
