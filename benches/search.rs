@@ -86,9 +86,10 @@ enum Bench {
         rows: usize,
         #[arg(long, default_value_t = 200)]
         queries: usize,
-        /// hnsw ef_search values to measure, each with the server restarted on the same data
-        /// (tables.hnsw_ef_search) and the raw baseline searching with the same value.
-        #[arg(long, value_delimiter = ',', default_value = "128")]
+        /// hnsw ef_search values to measure (by default the server's default), each with the
+        /// server restarted on the same data (tables.hnsw_ef_search) and the raw baseline
+        /// searching with the same value.
+        #[arg(long, value_delimiter = ',', default_value = "256")]
         ef_search: Vec<usize>,
     },
     Append {

@@ -325,7 +325,7 @@ impl Default for TablesConfig {
             vector_graph_min_rows: 2048,
             hnsw_m: 32,
             hnsw_ef_construction: 256,
-            hnsw_ef_search: 128,
+            hnsw_ef_search: 256,
         }
     }
 }

@@ -111,7 +111,7 @@ impl Default for VectorOptions {
             graph_min_rows: 2048,
             max_connections: 32,
             ef_construction: 256,
-            ef_search: 128,
+            ef_search: 256,
         }
     }
 }
