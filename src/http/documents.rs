@@ -115,13 +115,140 @@ async fn run(
     let errors = items
         .iter()
         .any(|item| matches!(item.outcome, Outcome::Failed(_)));
-    let items: Vec<Value> = items.iter().map(item_json).collect();
-    Ok(Json(json!({
-        "took": started.elapsed().as_millis() as u64,
-        "errors": errors,
-        "items": items,
-    }))
-    .into_response())
+    // Written straight to bytes: built as `serde_json::Value`s first (a map per item, then a
+    // copy of them all), the answer took about an eighth of a bulk load's CPU (issue 28).
+    let answer = BulkAnswer {
+        took: started.elapsed().as_millis() as u64,
+        errors,
+        items: items.iter().map(ItemJson).collect(),
+    };
+    let bytes = serde_json::to_vec(&answer).map_err(|error| {
+        PlatformError::of("bulk")(Error::Internal(format!("the answer: {error}")))
+    })?;
+    Ok(([(CONTENT_TYPE, "application/json")], bytes).into_response())
+}
+
+/// A bulk request's answer, as Elasticsearch gives it.
+#[derive(serde::Serialize)]
+struct BulkAnswer<'a> {
+    took: u64,
+    errors: bool,
+    items: Vec<ItemJson<'a>>,
+}
+
+/// A bulk item, as Elasticsearch answers it: `{"<action>": {...}}`.
+struct ItemJson<'a>(&'a BulkItem);
+
+impl serde::Serialize for ItemJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let item = self.0;
+        let mut map = serializer.serialize_map(Some(1))?;
+        map.serialize_entry(item.action.as_str(), &ItemBody::of(item))?;
+        map.end()
+    }
+}
+
+/// The body of a bulk item: what became of its operation.
+#[derive(serde::Serialize)]
+struct ItemBody<'a> {
+    #[serde(rename = "_index")]
+    index: &'a str,
+    #[serde(rename = "_id")]
+    id: Option<&'a str>,
+    #[serde(rename = "_version", skip_serializing_if = "Option::is_none")]
+    version: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<&'a str>,
+    #[serde(rename = "_shards", skip_serializing_if = "Option::is_none")]
+    shards: Option<Shards>,
+    status: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    get: Option<ItemGet<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<ItemError<'a>>,
+}
+
+#[derive(serde::Serialize)]
+struct Shards {
+    total: u32,
+    successful: u32,
+    failed: u32,
+}
+
+/// An update's record after it, as its `_source` asks.
+#[derive(serde::Serialize)]
+struct ItemGet<'a> {
+    #[serde(rename = "_seq_no")]
+    seq_no: u64,
+    #[serde(rename = "_primary_term")]
+    primary_term: u64,
+    found: bool,
+    #[serde(rename = "_source")]
+    source: &'a Value,
+}
+
+#[derive(serde::Serialize)]
+struct ItemError<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    reason: &'a str,
+    index: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    caused_by: Option<Cause<'a>>,
+}
+
+#[derive(serde::Serialize)]
+struct Cause<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    reason: &'a str,
+}
+
+impl<'a> ItemBody<'a> {
+    fn of(item: &'a BulkItem) -> ItemBody<'a> {
+        let mut body = ItemBody {
+            index: &item.index,
+            id: item.id.as_deref(),
+            version: None,
+            result: None,
+            shards: None,
+            status: 0,
+            get: None,
+            error: None,
+        };
+        match &item.outcome {
+            Outcome::Done { result, status } => {
+                body.version = Some(1);
+                body.result = Some(result);
+                if item.action != bulk::Action::Delete {
+                    body.shards = Some(Shards {
+                        total: 1,
+                        successful: 1,
+                        failed: 0,
+                    });
+                }
+                body.status = *status;
+                body.get = item.get.as_ref().map(|source| ItemGet {
+                    seq_no: 0,
+                    primary_term: 1,
+                    found: true,
+                    source,
+                });
+            }
+            Outcome::Failed(refusal) => {
+                body.status = refusal.status;
+                body.error = Some(ItemError {
+                    kind: refusal.kind,
+                    reason: &refusal.reason,
+                    index: &item.index,
+                    caused_by: (refusal.caused_by.as_ref())
+                        .map(|(kind, reason)| Cause { kind, reason }),
+                });
+            }
+        }
+        body
+    }
 }
 
 /// NDJSON, or JSON as clients label it; a body in another format is refused.
@@ -203,38 +330,7 @@ fn check_parameters(uri: &Uri) -> Result<BulkParams, Error> {
 
 /// One item of the response, keyed by its action.
 fn item_json(item: &BulkItem) -> Value {
-    let mut body = Map::new();
-    body.insert("_index".into(), json!(item.index));
-    body.insert("_id".into(), json!(item.id));
-    match &item.outcome {
-        Outcome::Done { result, status } => {
-            body.insert("_version".into(), json!(1));
-            body.insert("result".into(), json!(result));
-            if item.action != bulk::Action::Delete {
-                body.insert(
-                    "_shards".into(),
-                    json!({"total": 1, "successful": 1, "failed": 0}),
-                );
-            }
-            body.insert("status".into(), json!(status));
-            if let Some(source) = &item.get {
-                body.insert(
-                    "get".into(),
-                    json!({"_seq_no": 0, "_primary_term": 1, "found": true, "_source": source}),
-                );
-            }
-        }
-        Outcome::Failed(refusal) => {
-            body.insert("status".into(), json!(refusal.status));
-            let mut error =
-                json!({"type": refusal.kind, "reason": refusal.reason, "index": item.index});
-            if let Some((kind, reason)) = &refusal.caused_by {
-                error["caused_by"] = json!({"type": kind, "reason": reason});
-            }
-            body.insert("error".into(), error);
-        }
-    }
-    json!({ item.action.as_str(): body })
+    serde_json::to_value(ItemJson(item)).unwrap_or(Value::Null)
 }
 
 /// A JSON request body; an empty one is `null`.
