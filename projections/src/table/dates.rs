@@ -418,6 +418,10 @@ pub fn date_math(text: &str, now: i64, round_up: bool) -> Option<i64> {
             None => return parse_date_millis(text).or_else(|| text.parse::<i64>().ok()),
         },
     };
+    // Operations are ASCII: anything else is not date math (and would split a character).
+    if !ops.is_ascii() {
+        return None;
+    }
     let mut at: DateTime<Utc> = DateTime::from_timestamp_millis(anchor)?;
     while !ops.is_empty() {
         let op = ops.as_bytes()[0];
@@ -433,17 +437,25 @@ pub fn date_math(text: &str, now: i64, round_up: bool) -> Option<i64> {
         ops = &ops[1..];
         at = match op {
             b'+' | b'-' => {
-                let sign = if op == b'+' { 1 } else { -1 };
-                match unit {
-                    b'y' => shift_months(at, sign * 12 * amount as i32)?,
-                    b'M' => shift_months(at, sign * amount as i32)?,
-                    b'w' => at + Duration::weeks(sign as i64 * amount as i64),
-                    b'd' => at + Duration::days(sign as i64 * amount as i64),
-                    b'h' | b'H' => at + Duration::hours(sign as i64 * amount as i64),
-                    b'm' => at + Duration::minutes(sign as i64 * amount as i64),
-                    b's' => at + Duration::seconds(sign as i64 * amount as i64),
+                let amount = if op == b'+' { 1 } else { -1 } * i64::from(amount);
+                // Out of range (`now+999999999y`) is no date, not an overflow.
+                let delta = match unit {
+                    b'y' => {
+                        at = shift_months(at, i32::try_from(amount.checked_mul(12)?).ok()?)?;
+                        continue;
+                    }
+                    b'M' => {
+                        at = shift_months(at, i32::try_from(amount).ok()?)?;
+                        continue;
+                    }
+                    b'w' => Duration::try_weeks(amount)?,
+                    b'd' => Duration::try_days(amount)?,
+                    b'h' | b'H' => Duration::try_hours(amount)?,
+                    b'm' => Duration::try_minutes(amount)?,
+                    b's' => Duration::try_seconds(amount)?,
                     _ => return None,
-                }
+                };
+                at.checked_add_signed(delta)?
             }
             b'/' => {
                 let start = match unit {
@@ -472,13 +484,13 @@ pub fn date_math(text: &str, now: i64, round_up: bool) -> Option<i64> {
                     let next = match unit {
                         b'y' => shift_months(start, 12)?,
                         b'M' => start.checked_add_months(Months::new(1))?,
-                        b'w' => start + Duration::weeks(1),
-                        b'd' => start + Duration::days(1),
-                        b'h' | b'H' => start + Duration::hours(1),
-                        b'm' => start + Duration::minutes(1),
-                        _ => start + Duration::seconds(1),
+                        b'w' => start.checked_add_signed(Duration::weeks(1))?,
+                        b'd' => start.checked_add_signed(Duration::days(1))?,
+                        b'h' | b'H' => start.checked_add_signed(Duration::hours(1))?,
+                        b'm' => start.checked_add_signed(Duration::minutes(1))?,
+                        _ => start.checked_add_signed(Duration::seconds(1))?,
                     };
-                    next - Duration::milliseconds(1)
+                    next.checked_sub_signed(Duration::milliseconds(1))?
                 } else {
                     start
                 }
@@ -507,6 +519,30 @@ mod tests {
     use super::*;
 
     const NOW: i64 = 1_795_428_000_000; // 2026-11-23T10:00:00Z
+
+    #[test]
+    fn date_math_that_is_not_date_math_or_out_of_range_is_no_date() {
+        // Found by the `search` fuzz target: a character of two bytes after `now-` was cut
+        // in half; amounts past what a date can hold overflowed.
+        for text in [
+            "now-\u{197}",
+            "now+1\u{197}",
+            "now/\u{197}",
+            "2026-11-23||-\u{e9}",
+            "now+999999999y",
+            "now-4294967295M",
+            "now+4294967295w",
+            "now-4294967295d",
+            "now+4294967295h",
+        ] {
+            assert_eq!(date_math(text, NOW, false), None, "{text}");
+            assert_eq!(date_math(text, NOW, true), None, "{text}");
+        }
+        assert_eq!(
+            date_math("now+4294967295s", NOW, false),
+            Some(NOW + 4_294_967_295_000)
+        );
+    }
 
     #[test]
     fn date_math_reads_as_elasticsearch_reads_it() {

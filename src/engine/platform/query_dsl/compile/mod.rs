@@ -923,38 +923,38 @@ impl Compiler<'_> {
                 self.user_input(*inner, parser, and, text)?,
                 boost.into_inner() as f32,
             )),
-            UserInputAst::Leaf(leaf) => match *leaf {
-                UserInputLeaf::Regex { field, pattern } => {
-                    let field = field.ok_or_else(|| DslError {
-                        kind: "query_shard_exception",
-                        reason: format!(
-                            "Failed to parse query [{text}]: a regular expression needs a field"
-                        ),
-                    })?;
-                    self.regexp(&field, &Value::String(pattern))?
-                }
-                // A value on a field, which `text` holds only if it is a string: numbers,
-                // booleans and dates are matched as `term` matches them, in `kw`.
-                UserInputLeaf::Literal(literal) if typed_value(&literal).is_some() => {
-                    let (path, value) = typed_value(&literal).unwrap_or_default();
-                    let exact = self.term(&path, &Value::String(value));
-                    let text = parser
-                        .build_query_from_user_input_ast(UserInputAst::Leaf(Box::new(
-                            UserInputLeaf::Literal(literal),
-                        )))
+            UserInputAst::Leaf(leaf) => {
+                let build = |leaf: UserInputLeaf| {
+                    parser
+                        .build_query_from_user_input_ast(UserInputAst::Leaf(Box::new(leaf)))
                         .map_err(|e| DslError {
                             kind: "query_shard_exception",
                             reason: format!("Failed to parse query [{text}]: {e}"),
+                        })
+                };
+                match *leaf {
+                    UserInputLeaf::Regex { field, pattern } => {
+                        let field = field.ok_or_else(|| DslError {
+                            kind: "query_shard_exception",
+                            reason: format!(
+                                "Failed to parse query [{text}]: a regular expression needs a field"
+                            ),
                         })?;
-                    any_of(vec![text, exact])
+                        self.regexp(&field, &Value::String(pattern))?
+                    }
+                    UserInputLeaf::Literal(literal) => match typed_value(&literal) {
+                        // A value on a field, which `text` holds only if it is a string:
+                        // numbers, booleans and dates are matched as `term` matches them, in
+                        // `kw`.
+                        Some((path, value)) => {
+                            let exact = self.term(&path, &Value::String(value));
+                            any_of(vec![build(UserInputLeaf::Literal(literal))?, exact])
+                        }
+                        None => build(UserInputLeaf::Literal(literal))?,
+                    },
+                    leaf => build(leaf)?,
                 }
-                leaf => parser
-                    .build_query_from_user_input_ast(UserInputAst::Leaf(Box::new(leaf)))
-                    .map_err(|e| DslError {
-                        kind: "query_shard_exception",
-                        reason: format!("Failed to parse query [{text}]: {e}"),
-                    })?,
-            },
+            }
         })
     }
 }
