@@ -410,105 +410,105 @@ fn parse_date_time(text: &str) -> Option<chrono::DateTime<chrono::Utc>> {
 /// Elasticsearch date math: an anchor (`now`, or a date followed by `||`), then operations:
 /// `+N<unit>`, `-N<unit>`, `/<unit>` (round down; up with `round_up`), units y M w d h H m s.
 pub fn date_math(text: &str, now: i64, round_up: bool) -> Option<i64> {
-    use chrono::{DateTime, Datelike, Duration, Months, TimeZone, Timelike, Utc};
-    let (anchor, mut ops) = match text.strip_prefix("now") {
+    let (anchor, math) = match text.strip_prefix("now") {
         Some(rest) => (now, rest),
         None => match text.split_once("||") {
             Some((date, rest)) => (parse_date_millis(date)?, rest),
             None => return parse_date_millis(text).or_else(|| text.parse::<i64>().ok()),
         },
     };
-    // Operations are ASCII: anything else is not date math (and would split a character).
-    if !ops.is_ascii() {
-        return None;
-    }
-    let mut at: DateTime<Utc> = DateTime::from_timestamp_millis(anchor)?;
-    while !ops.is_empty() {
-        let op = ops.as_bytes()[0];
-        ops = &ops[1..];
-        let digits = ops.bytes().take_while(u8::is_ascii_digit).count();
-        let amount: u32 = match digits {
-            0 if op == b'/' => 0,
+    let at = chrono::DateTime::from_timestamp_millis(anchor)?;
+    Some(apply_date_math(at, math, round_up)?.timestamp_millis())
+}
+
+/// Applies the operations of Elasticsearch date math (`+1h`, `-2d`, `/d`, ... after the
+/// anchor) to `at`, as Elasticsearch reads them: `+`/`-` an amount (1 when none is written,
+/// `now+h`) of a unit, or `/` a unit, rounded down to its start, or up to its last millisecond
+/// with `round_up`. Units: y M w d h H m s. `None` for anything else, and for an instant out of
+/// range (`now+999999999y`), never an overflow.
+pub fn apply_date_math(
+    mut at: chrono::DateTime<chrono::Utc>,
+    mut math: &str,
+    round_up: bool,
+) -> Option<chrono::DateTime<chrono::Utc>> {
+    while let Some(op) = math.chars().next() {
+        math = &math[op.len_utf8()..];
+        let digits = math.bytes().take_while(u8::is_ascii_digit).count();
+        let amount: i64 = match digits {
             0 => 1,
-            n => ops[..n].parse().ok()?,
+            n => math[..n].parse().ok()?,
         };
-        ops = &ops[digits..];
-        let unit = *ops.as_bytes().first()?;
-        ops = &ops[1..];
+        math = &math[digits..];
+        let unit = math.chars().next()?;
+        math = &math[unit.len_utf8()..];
         at = match op {
-            b'+' | b'-' => {
-                let amount = if op == b'+' { 1 } else { -1 } * i64::from(amount);
-                // Out of range (`now+999999999y`) is no date, not an overflow.
-                let delta = match unit {
-                    b'y' => {
-                        at = shift_months(at, i32::try_from(amount.checked_mul(12)?).ok()?)?;
-                        continue;
-                    }
-                    b'M' => {
-                        at = shift_months(at, i32::try_from(amount).ok()?)?;
-                        continue;
-                    }
-                    b'w' => Duration::try_weeks(amount)?,
-                    b'd' => Duration::try_days(amount)?,
-                    b'h' | b'H' => Duration::try_hours(amount)?,
-                    b'm' => Duration::try_minutes(amount)?,
-                    b's' => Duration::try_seconds(amount)?,
-                    _ => return None,
-                };
-                at.checked_add_signed(delta)?
-            }
-            b'/' => {
-                let start = match unit {
-                    b'y' => Utc.with_ymd_and_hms(at.year(), 1, 1, 0, 0, 0).single()?,
-                    b'M' => Utc
-                        .with_ymd_and_hms(at.year(), at.month(), 1, 0, 0, 0)
-                        .single()?,
-                    b'w' => {
-                        let day = at.date_naive()
-                            - Duration::days(at.weekday().num_days_from_monday() as i64);
-                        day.and_hms_opt(0, 0, 0)?.and_utc()
-                    }
-                    b'd' => at.date_naive().and_hms_opt(0, 0, 0)?.and_utc(),
-                    b'h' | b'H' => at.date_naive().and_hms_opt(at.hour(), 0, 0)?.and_utc(),
-                    b'm' => at
-                        .date_naive()
-                        .and_hms_opt(at.hour(), at.minute(), 0)?
-                        .and_utc(),
-                    b's' => at
-                        .date_naive()
-                        .and_hms_opt(at.hour(), at.minute(), at.second())?
-                        .and_utc(),
-                    _ => return None,
-                };
-                if round_up {
-                    let next = match unit {
-                        b'y' => shift_months(start, 12)?,
-                        b'M' => start.checked_add_months(Months::new(1))?,
-                        b'w' => start.checked_add_signed(Duration::weeks(1))?,
-                        b'd' => start.checked_add_signed(Duration::days(1))?,
-                        b'h' | b'H' => start.checked_add_signed(Duration::hours(1))?,
-                        b'm' => start.checked_add_signed(Duration::minutes(1))?,
-                        _ => start.checked_add_signed(Duration::seconds(1))?,
-                    };
-                    next.checked_sub_signed(Duration::milliseconds(1))?
-                } else {
-                    start
-                }
-            }
+            '+' => shift(at, amount, unit)?,
+            '-' => shift(at, -amount, unit)?,
+            // As Elasticsearch: rounding takes a single unit (`/d`, `/1d`), not `/2d`.
+            '/' if amount == 1 => round(at, unit, round_up)?,
             _ => return None,
         };
     }
-    Some(at.timestamp_millis())
+    Some(at)
 }
 
+/// `at` moved by `n` units.
+fn shift(
+    at: chrono::DateTime<chrono::Utc>,
+    n: i64,
+    unit: char,
+) -> Option<chrono::DateTime<chrono::Utc>> {
+    use chrono::TimeDelta;
+    let delta = match unit {
+        'y' => return shift_months(at, n.checked_mul(12)?),
+        'M' => return shift_months(at, n),
+        'w' => TimeDelta::try_weeks(n)?,
+        'd' => TimeDelta::try_days(n)?,
+        'h' | 'H' => TimeDelta::try_hours(n)?,
+        'm' => TimeDelta::try_minutes(n)?,
+        's' => TimeDelta::try_seconds(n)?,
+        _ => return None,
+    };
+    at.checked_add_signed(delta)
+}
+
+/// `at` moved by `n` calendar months.
 fn shift_months(
     at: chrono::DateTime<chrono::Utc>,
-    months: i32,
+    n: i64,
 ) -> Option<chrono::DateTime<chrono::Utc>> {
-    use chrono::Months;
-    match months >= 0 {
-        true => at.checked_add_months(Months::new(months as u32)),
-        false => at.checked_sub_months(Months::new(months.unsigned_abs())),
+    let months = chrono::Months::new(u32::try_from(n.unsigned_abs()).ok()?);
+    match n >= 0 {
+        true => at.checked_add_months(months),
+        false => at.checked_sub_months(months),
+    }
+}
+
+/// `at` rounded to the start of its `unit`, or to the unit's last millisecond when `up`.
+fn round(
+    at: chrono::DateTime<chrono::Utc>,
+    unit: char,
+    up: bool,
+) -> Option<chrono::DateTime<chrono::Utc>> {
+    use chrono::{Datelike, Days, NaiveDate, TimeDelta, Timelike};
+    let day = at.date_naive();
+    let (date, (h, m, s)) = match unit {
+        'y' => (NaiveDate::from_ymd_opt(day.year(), 1, 1)?, (0, 0, 0)),
+        'M' => (day.with_day(1)?, (0, 0, 0)),
+        'w' => (
+            day.checked_sub_days(Days::new(day.weekday().num_days_from_monday().into()))?,
+            (0, 0, 0),
+        ),
+        'd' => (day, (0, 0, 0)),
+        'h' | 'H' => (day, (at.hour(), 0, 0)),
+        'm' => (day, (at.hour(), at.minute(), 0)),
+        's' => (day, (at.hour(), at.minute(), at.second())),
+        _ => return None,
+    };
+    let start = date.and_hms_opt(h, m, s)?.and_utc();
+    match up {
+        true => shift(start, 1, unit)?.checked_sub_signed(TimeDelta::milliseconds(1)),
+        false => Some(start),
     }
 }
 
@@ -559,6 +559,10 @@ mod tests {
         );
         assert_eq!(date_math("2026-11-23T10:00:00Z", NOW, false), Some(NOW));
         assert_eq!(date_math("now-1x", NOW, false), None);
+        // No amount is one; rounding takes a single unit.
+        assert_eq!(date_math("now+h", NOW, false), Some(NOW + hour));
+        assert_eq!(date_math("now/1d", NOW, false), Some(NOW - 10 * hour));
+        assert_eq!(date_math("now/2d", NOW, false), None);
         assert_eq!(date_math("yesterday", NOW, false), None);
     }
 

@@ -7,9 +7,7 @@
 use std::{fmt, sync::Arc};
 
 use arrow::datatypes::{DataType, TimeUnit};
-use chrono::{
-    DateTime, Datelike, Days, Months, NaiveDate, NaiveDateTime, TimeDelta, Timelike, Utc,
-};
+use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use datafusion::common::ScalarValue;
 use serde_json::Value;
 
@@ -214,79 +212,7 @@ pub(crate) fn date_math(s: &str, round_up: bool, now: DateTime<Utc>) -> Option<D
     } else {
         (date_only(s)?, "")
     };
-    apply_math(anchor, math, round_up)
-}
-
-/// Applies the operations of `math` (`+1h`, `-2d`, `/d`, ...) to `t`.
-fn apply_math(mut t: DateTime<Utc>, mut math: &str, round_up: bool) -> Option<DateTime<Utc>> {
-    while let Some(op) = math.chars().next() {
-        math = &math[op.len_utf8()..];
-        let digits = math.bytes().take_while(u8::is_ascii_digit).count();
-        let amount: i64 = if digits == 0 {
-            1
-        } else {
-            math[..digits].parse().ok()?
-        };
-        math = &math[digits..];
-        let unit = math.chars().next()?;
-        math = &math[unit.len_utf8()..];
-        t = match op {
-            '+' if digits > 0 => shift(t, amount, unit)?,
-            '-' if digits > 0 => shift(t, -amount, unit)?,
-            '/' if digits == 0 => round(t, unit, round_up)?,
-            _ => return None,
-        };
-    }
-    Some(t)
-}
-
-/// `t` moved by `n` units.
-fn shift(t: DateTime<Utc>, n: i64, unit: char) -> Option<DateTime<Utc>> {
-    let delta = match unit {
-        'y' => return shift_months(t, n.checked_mul(12)?),
-        'M' => return shift_months(t, n),
-        'w' => TimeDelta::try_weeks(n)?,
-        'd' => TimeDelta::try_days(n)?,
-        'h' | 'H' => TimeDelta::try_hours(n)?,
-        'm' => TimeDelta::try_minutes(n)?,
-        's' => TimeDelta::try_seconds(n)?,
-        _ => return None,
-    };
-    t.checked_add_signed(delta)
-}
-
-/// `t` moved by `n` calendar months.
-fn shift_months(t: DateTime<Utc>, n: i64) -> Option<DateTime<Utc>> {
-    let months = Months::new(u32::try_from(n.unsigned_abs()).ok()?);
-    if n >= 0 {
-        t.checked_add_months(months)
-    } else {
-        t.checked_sub_months(months)
-    }
-}
-
-/// `t` rounded to the start of its `unit`, or to the unit's last millisecond when `up`.
-fn round(t: DateTime<Utc>, unit: char, up: bool) -> Option<DateTime<Utc>> {
-    let day = t.date_naive();
-    let (date, hms) = match unit {
-        'y' => (NaiveDate::from_ymd_opt(day.year(), 1, 1)?, (0, 0, 0)),
-        'M' => (day.with_day(1)?, (0, 0, 0)),
-        'w' => (
-            day.checked_sub_days(Days::new(day.weekday().num_days_from_monday().into()))?,
-            (0, 0, 0),
-        ),
-        'd' => (day, (0, 0, 0)),
-        'h' | 'H' => (day, (t.hour(), 0, 0)),
-        'm' => (day, (t.hour(), t.minute(), 0)),
-        's' => (day, (t.hour(), t.minute(), t.second())),
-        _ => return None,
-    };
-    let start = date.and_hms_opt(hms.0, hms.1, hms.2)?.and_utc();
-    if up {
-        shift(start, 1, unit)?.checked_sub_signed(TimeDelta::milliseconds(1))
-    } else {
-        Some(start)
-    }
+    strata_projections::table::dates::apply_date_math(anchor, math, round_up)
 }
 
 /// A date without math: RFC 3339, `YYYY-MM-DD[(T| )HH:MM[:SS[.f]]]` (UTC), or epoch millis.

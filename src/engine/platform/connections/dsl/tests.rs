@@ -1178,6 +1178,9 @@ fn date_math_units_and_rounding() {
             "2024-01-01T10:00:00.000Z",
         ),
         ("1704067200000", false, "2024-01-01T00:00:00.000Z"),
+        // As Elasticsearch: no amount is one.
+        ("now+h", false, "2024-03-15T11:30:45.123Z"),
+        ("now/1d", false, "2024-03-15T00:00:00.000Z"),
     ];
     for (input, up, expected) in cases {
         assert_eq!(at(input, up).as_deref(), Some(expected), "{input}");
@@ -1186,8 +1189,8 @@ fn date_math_units_and_rounding() {
         "yesterday",
         "now-1x",
         "now-",
-        "now+h",
         "now/2d",
+        "now*1d",
         "2024-13-01",
         "",
     ] {
