@@ -57,9 +57,6 @@ impl TableRuntime {
     }
 }
 
-/// How often each active table checks whether its memtable is due a flush.
-const MAINTENANCE_EVERY: Duration = Duration::from_secs(1);
-
 /// How long a table's new runtime waits for the write in flight of the runtime it replaces (a
 /// write holds its permit for one append and its application: well under a second).
 const DRAIN_WAIT: Duration = Duration::from_secs(10);
@@ -200,15 +197,18 @@ impl Engine {
             index_dir: self.index_dir(&database.id, &def.id),
             local: database.local.clone(),
         };
+        let options = self.table_options();
+        // How often the table checks whether its memtable is due a flush.
+        let every = options.maintenance_every();
         let (projection, handle) =
-            TableProjection::open(def.clone(), partition, store, self.table_options()).await?;
+            TableProjection::open(def.clone(), partition, store, options).await?;
         let projector = Projector::start(self.log.clone(), projection).await?;
         let maintenance = {
             let handle = handle.clone();
             let table = def.name.clone();
             let refresher = projector.refresher();
             tokio::spawn(async move {
-                let mut every = tokio::time::interval(MAINTENANCE_EVERY);
+                let mut every = tokio::time::interval(every);
                 loop {
                     every.tick().await;
                     if let Err(error) = handle.maintain().await {

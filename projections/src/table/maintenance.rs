@@ -13,7 +13,7 @@ use roaring::RoaringTreemap;
 use thread_priority::{ThreadPriority, ThreadPriorityValue, set_current_thread_priority};
 
 use super::{
-    Flushing, MemBatch, Shared, State,
+    Flushing, MemBatch, Shared, State, TableOptions,
     docs::DocsIndex,
     index::{IndexSpec, SegmentIndex},
     manifest::{Manifest, SegmentEntry, bitmap_from_text, bitmap_to_text},
@@ -149,24 +149,35 @@ pub(super) async fn remove_orphans(store: &TableStore, manifest: Option<&Manifes
     Ok(())
 }
 
-/// Writes the memtable as a segment and installs it.
+/// Writes the memtable as a segment and installs it, then compacts.
 pub(super) async fn flush(shared: &Arc<Shared>) -> Result<()> {
-    let jobs = shared.jobs.read().await;
-    if *jobs {
-        return Ok(());
-    }
-    // Rows that arrived during a flush may already make up another one.
+    // Rows that arrived during a flush may already make up another one, or be due by age:
+    // flushed now, not a maintenance period later. Compactions run between such flushes, so
+    // that a table written faster than its flush age does not pile up small segments.
     loop {
-        flush_frozen(shared).await?;
+        {
+            let jobs = shared.jobs.read().await;
+            if *jobs {
+                return Ok(());
+            }
+            flush_frozen(shared).await?;
+        }
+        compact(shared).await?;
         let state = shared.state.lock();
-        let full = state.memtable_rows >= shared.options.flush_rows
-            || state.memtable_bytes >= shared.options.flush_bytes;
-        if !full || state.flushing.is_some() {
-            break;
+        if state.flushing.is_some() || !due(&state, &shared.options) {
+            return Ok(());
         }
     }
-    drop(jobs);
-    compact(shared).await
+}
+
+/// Whether the memtable is due a flush: full, by rows or bytes, or its oldest row older than
+/// the flush age.
+pub(super) fn due(state: &State, options: &TableOptions) -> bool {
+    state.memtable_rows >= options.flush_rows
+        || state.memtable_bytes >= options.flush_bytes
+        || state
+            .memtable_since
+            .is_some_and(|since| since.elapsed() >= options.flush_age)
 }
 
 async fn flush_frozen(shared: &Arc<Shared>) -> Result<()> {

@@ -76,7 +76,8 @@ pub struct TableOptions {
     pub flush_rows: usize,
     /// ...or this many bytes...
     pub flush_bytes: usize,
-    /// ...or its oldest row is this old (checked by [`TableHandle::maintain`]).
+    /// ...or its oldest row is this old (checked by [`TableHandle::maintain`], which should be
+    /// called at least every [`TableOptions::maintenance_every`]).
     pub flush_age: Duration,
     /// Merge the memtable's batches into one once it holds this many.
     pub memtable_batches: usize,
@@ -89,6 +90,15 @@ pub struct TableOptions {
     pub page_bytes: usize,
     /// How vector indexes are built and searched.
     pub vectors: vector::VectorOptions,
+}
+
+impl TableOptions {
+    /// How often [`TableHandle::maintain`] should run for a row to wait about `flush_age`
+    /// before a flush takes it, not a whole period more: a quarter of the age, between 50 ms
+    /// and a second.
+    pub fn maintenance_every(&self) -> Duration {
+        (self.flush_age / 4).clamp(Duration::from_millis(50), Duration::from_secs(1))
+    }
 }
 
 impl Default for TableOptions {
@@ -630,10 +640,7 @@ impl TableHandle {
     pub async fn maintain(&self) -> Result<()> {
         let due = {
             let state = self.shared.state.lock();
-            state.flushing.is_none()
-                && state
-                    .memtable_since
-                    .is_some_and(|since| since.elapsed() >= self.shared.options.flush_age)
+            state.flushing.is_none() && maintenance::due(&state, &self.shared.options)
         };
         if due {
             maintenance::flush(&self.shared).await?;
