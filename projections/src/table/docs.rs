@@ -24,10 +24,7 @@
 
 use std::{collections::BTreeMap, path::Path, sync::Arc};
 
-use arrow::{
-    array::{Array, ArrayRef, AsArray, RecordBatch},
-    datatypes::{DataType, Float64Type, Int64Type, TimeUnit, TimestampMillisecondType},
-};
+use arrow::array::RecordBatch;
 use roaring::RoaringTreemap;
 use tantivy::{
     BitSet, DateTime, Index, IndexBuilder, IndexReader, IndexSettings, IndexWriter, Searcher,
@@ -44,12 +41,13 @@ use tantivy::{
 
 use super::{
     cached::CachedFilter,
-    dates::{MAX_MILLIS, MIN_MILLIS},
     rows::ROW_ID,
     rows::row_ids,
     text::{index_error, open_reader},
 };
 use crate::error::Result;
+
+mod row;
 
 pub const ROW_ID_FIELD: &str = "_row_id";
 pub const TEXT_FIELD: &str = "text";
@@ -114,21 +112,7 @@ impl Rounding {
             Rounding::Single => f64::from(value as f32),
         }
     }
-
-    fn apply(self, value: OwnedValue) -> OwnedValue {
-        match value {
-            OwnedValue::F64(f) => OwnedValue::F64(self.round(f)),
-            OwnedValue::I64(n) => OwnedValue::F64(self.round(n as f64)),
-            OwnedValue::Array(items) => {
-                OwnedValue::Array(items.into_iter().map(|v| self.apply(v)).collect())
-            }
-            other => other,
-        }
-    }
 }
-
-/// Reads a column's value in a row as a document value.
-type ValueReader<'a> = Box<dyn Fn(usize) -> Option<OwnedValue> + 'a>;
 
 impl DocsSchema {
     /// A fingerprint of what a query compiled with this schema reads of the dataset (its IP
@@ -306,95 +290,76 @@ impl DocsSchema {
         }
     }
 
-    /// One tantivy document per row of `batch` (rows in the table schema, `_row_id` first), made
-    /// as they are taken, so that indexing threads work while the next ones are made.
-    fn documents<'a>(
-        &'a self,
-        batch: &'a RecordBatch,
-    ) -> Result<impl Iterator<Item = TantivyDocument> + 'a> {
-        let ids = row_ids(batch)?;
-        let schema = batch.schema();
-        let mut readers: Vec<(String, &'a ArrayRef, ValueReader<'a>)> = Vec::new();
+    /// The fields of `batch` (rows in the table schema) that the document index holds, and
+    /// how: read in place by [`Self::documents`].
+    fn fields<'a>(&self, batch: &'a RecordBatch) -> Vec<row::Field<'a>> {
+        let schema = batch.schema_ref();
+        let mut fields = Vec::new();
         for (field, column) in schema.fields().iter().zip(batch.columns()) {
             if field.name() == ROW_ID {
                 continue;
             }
             // Vectors and binaries are not searchable by the Query DSL (knn reads vectors).
-            let Some(value) = reader(column) else {
+            let Some(col) = row::Col::of(column) else {
                 continue;
             };
-            readers.push((field.name().clone(), column, value));
+            let name = field.name().as_str();
+            fields.push(row::Field {
+                name,
+                col,
+                is_ip: self.ips.contains(name),
+                keyword_only: self.keyword_only.contains(name),
+                rounding: self.rounded.get(name).copied(),
+            });
         }
-        let is_ip: Vec<bool> = readers.iter().map(|(n, ..)| self.ips.contains(n)).collect();
-        // Keyword-only fields (`_id`) go to `kw` alone.
-        let keyword_only: Vec<bool> = readers
-            .iter()
-            .map(|(n, ..)| self.keyword_only.contains(n))
-            .collect();
-        let rounding: Vec<Option<Rounding>> = readers
-            .iter()
-            .map(|(n, ..)| self.rounded.get(n).copied())
-            .collect();
-        Ok((0..batch.num_rows()).map(move |row| {
+        fields
+    }
+
+    /// One tantivy document per row of `fields` (of a batch whose row ids are `ids`), made as
+    /// they are taken, so that indexing threads work while the next ones are made. Each value
+    /// is copied once, from the batch into the document.
+    fn documents<'a>(
+        &'a self,
+        ids: &'a arrow::array::UInt64Array,
+        fields: &'a [row::Field<'a>],
+    ) -> impl Iterator<Item = TantivyDocument> + 'a {
+        let any_ip = fields.iter().any(|f| f.is_ip);
+        (0..ids.len()).map(move |row| {
             let mut document = TantivyDocument::new();
             document.add_u64(self.row_id, ids.value(row));
-            let mut object: BTreeMap<String, OwnedValue> = BTreeMap::new();
-            let mut strings: BTreeMap<String, OwnedValue> = BTreeMap::new();
-            let mut addresses: BTreeMap<String, OwnedValue> = BTreeMap::new();
-            let mut keywords: Vec<(String, OwnedValue)> = Vec::new();
-            for ((((name, column, value), is_ip), rounding), keyword_only) in
-                readers.iter().zip(&is_ip).zip(&rounding).zip(&keyword_only)
-            {
-                if column.is_null(row) {
-                    continue;
-                }
-                if *keyword_only {
-                    if let Some(value) = value(row) {
-                        keywords.push((name.clone(), value));
-                    }
-                    continue;
-                }
-                if let Some(value) = value(row) {
-                    let value = match rounding {
-                        Some(rounding) => rounding.apply(value),
-                        None => value,
-                    };
-                    match &value {
-                        OwnedValue::Str(text) => {
-                            document.add_text(self.all, text);
-                            strings.insert(name.clone(), value.clone());
-                        }
-                        OwnedValue::Array(items) => {
-                            let texts: Vec<OwnedValue> = items
-                                .iter()
-                                .filter(|item| matches!(item, OwnedValue::Str(_)))
-                                .cloned()
-                                .collect();
-                            for item in &texts {
-                                if let OwnedValue::Str(text) = item {
-                                    document.add_text(self.all, text);
-                                }
-                            }
-                            if !texts.is_empty() {
-                                strings.insert(name.clone(), OwnedValue::Array(texts));
+            // Every string of the record (but keyword-only fields') in `all`.
+            for (_, value) in row::Fields::of(fields, row, row::Kind::Text) {
+                match value {
+                    row::RowValue::Str(text) => document.add_text(self.all, text),
+                    row::RowValue::Items(items) => {
+                        for item in items {
+                            if let row::RowValue::Str(text) = item {
+                                document.add_text(self.all, text);
                             }
                         }
-                        _ => {}
                     }
-                    if *is_ip && let Some(sortable) = sortable_addresses(&value) {
-                        addresses.insert(name.clone(), sortable);
-                    }
-                    object.insert(name.clone(), value);
+                    _ => {}
                 }
             }
-            if !addresses.is_empty() {
-                document.add_object(self.ip, addresses);
+            if any_ip {
+                let addresses: BTreeMap<String, OwnedValue> = fields
+                    .iter()
+                    .filter(|f| f.is_ip && !f.keyword_only && !f.col.is_null(row))
+                    .filter_map(|f| {
+                        let value = f.col.value(row)?.owned();
+                        Some((f.name.to_owned(), sortable_addresses(&value)?))
+                    })
+                    .collect();
+                if !addresses.is_empty() {
+                    document.add_object(self.ip, addresses);
+                }
             }
-            document.add_object(self.text, strings);
-            object.extend(keywords);
-            document.add_object(self.keyword, object);
+            let text = row::Fields::of(fields, row, row::Kind::Text);
+            document.add_field_value(self.text, row::RowValue::Object(text));
+            let keywords = row::Fields::of(fields, row, row::Kind::Keyword);
+            document.add_field_value(self.keyword, row::RowValue::Object(keywords));
             document
-        }))
+        })
     }
 
     /// Indexes `batch` into `index` with `threads` indexing threads (each with a 64 MiB
@@ -403,7 +368,8 @@ impl DocsSchema {
         let mut writer: IndexWriter = index
             .writer_with_num_threads(threads, threads * (64 << 20))
             .map_err(index_error)?;
-        for document in self.documents(batch)? {
+        let (ids, fields) = (row_ids(batch)?, self.fields(batch));
+        for document in self.documents(ids, &fields) {
             writer.add_document(document).map_err(index_error)?;
         }
         writer.commit().map_err(index_error)?;
@@ -451,7 +417,8 @@ impl DocsSchema {
             .schema(self.schema.clone())
             .single_segment_index_writer(directory, budget)
             .map_err(index_error)?;
-        for document in self.documents(batch)? {
+        let (ids, fields) = (row_ids(batch)?, self.fields(batch));
+        for document in self.documents(ids, &fields) {
             writer.add_document(document).map_err(index_error)?;
         }
         writer.finalize().map_err(index_error)
@@ -545,83 +512,6 @@ fn sortable_addresses(value: &OwnedValue) -> Option<OwnedValue> {
         }
         _ => None,
     }
-}
-
-/// Reads a column's values as document values: strings, numbers, booleans, dates, geo points,
-/// and lists of them (a field's several values, an array in the document); `None` for the
-/// types the Query DSL does not search.
-fn reader(column: &ArrayRef) -> Option<ValueReader<'_>> {
-    Some(match column.data_type() {
-        DataType::Utf8 => {
-            let array = column.as_string::<i32>();
-            Box::new(move |row| Some(OwnedValue::Str(array.value(row).to_owned())))
-        }
-        DataType::Int64 => {
-            let array = column.as_primitive::<Int64Type>();
-            Box::new(move |row| Some(OwnedValue::I64(array.value(row))))
-        }
-        DataType::Float64 => {
-            let array = column.as_primitive::<Float64Type>();
-            Box::new(move |row| Some(OwnedValue::F64(array.value(row))))
-        }
-        // A decimal is searched and aggregated as the number it is (its exact value stays in
-        // the segment: SQL and `_source` read it there).
-        DataType::Decimal128(_, scale) => {
-            let array = column.as_primitive::<arrow::datatypes::Decimal128Type>();
-            let unit = 10f64.powi(i32::from(*scale));
-            Box::new(move |row| Some(OwnedValue::F64(array.value(row) as f64 / unit)))
-        }
-        DataType::Boolean => {
-            let array = column.as_boolean();
-            Box::new(move |row| Some(OwnedValue::Bool(array.value(row))))
-        }
-        DataType::Timestamp(TimeUnit::Millisecond, _) => {
-            let array = column.as_primitive::<TimestampMillisecondType>();
-            Box::new(move |row| {
-                // Writes refuse dates outside what an index holds; clamped, never
-                // overflowing, should one come from elsewhere.
-                let ms = array.value(row).clamp(MIN_MILLIS, MAX_MILLIS);
-                Some(OwnedValue::Date(DateTime::from_timestamp_millis(ms)))
-            })
-        }
-        // A `date_nanos` field's: to the nanosecond.
-        DataType::Timestamp(TimeUnit::Nanosecond, _) => {
-            let array = column.as_primitive::<arrow::datatypes::TimestampNanosecondType>();
-            Box::new(move |row| {
-                Some(OwnedValue::Date(DateTime::from_timestamp_nanos(
-                    array.value(row),
-                )))
-            })
-        }
-        // A geo point: an object of `lat` and `lon` (geo queries read both).
-        DataType::Struct(fields) if is_geo_point(fields) => {
-            let point = column.as_struct();
-            let lat = point.column(0).as_primitive::<Float64Type>().clone();
-            let lon = point.column(1).as_primitive::<Float64Type>().clone();
-            Box::new(move |row| {
-                Some(OwnedValue::Object(vec![
-                    ("lat".to_owned(), OwnedValue::F64(lat.value(row))),
-                    ("lon".to_owned(), OwnedValue::F64(lon.value(row))),
-                ]))
-            })
-        }
-        // Several values: each is indexed (and each is a value of the field's fast column).
-        DataType::List(_) => {
-            let list = column.as_list::<i32>();
-            let values = list.values();
-            let item = reader(values)?;
-            let offsets = list.offsets();
-            Box::new(move |row| {
-                let (start, end) = (offsets[row] as usize, offsets[row + 1] as usize);
-                let items: Vec<OwnedValue> = (start..end)
-                    .filter(|i| !values.is_null(*i))
-                    .filter_map(&item)
-                    .collect();
-                (!items.is_empty()).then_some(OwnedValue::Array(items))
-            })
-        }
-        _ => return None,
-    })
 }
 
 /// Whether a struct's fields are a geo point's (`ColumnType::GeoPoint`).
@@ -1234,7 +1124,7 @@ impl super::TableSnapshot {
 pub(crate) fn counted(rows: u64) -> RecordBatch {
     use arrow::{
         array::{Int64Array, StringArray, UInt64Array},
-        datatypes::{Field, Schema},
+        datatypes::{DataType, Field, Schema},
     };
     let schema = Schema::new(vec![
         Field::new(ROW_ID, DataType::UInt64, false),
@@ -1256,9 +1146,181 @@ pub(crate) fn counted(rows: u64) -> RecordBatch {
 
 #[cfg(test)]
 mod tests {
-    use tantivy::collector::{Count, DocSetCollector};
+    use tantivy::{
+        Document,
+        collector::{Count, DocSetCollector},
+    };
 
     use super::*;
+
+    /// A row's document holds each kind of column as the Query DSL reads it: strings in
+    /// `all`, `text` and `kw`; numbers, booleans, dates and points in `kw` alone (`float`
+    /// fields rounded, decimals as numbers); a list's non-null values; a keyword-only field
+    /// in `kw` alone; an IP field's address in `ip` too; nulls nowhere.
+    #[test]
+    fn a_rows_document_holds_each_column_where_queries_read_it() {
+        use arrow::{
+            array::{
+                ArrayRef, BooleanArray, Decimal128Array, Float64Array, Int64Array, ListArray,
+                StringArray, StructArray, TimestampMillisecondArray, TimestampNanosecondArray,
+                UInt64Array,
+            },
+            datatypes::{DataType, Field, Fields, Int64Type, Schema},
+        };
+        let point_fields = Fields::from(vec![
+            Field::new("lat", DataType::Float64, true),
+            Field::new("lon", DataType::Float64, true),
+        ]);
+        let point = StructArray::new(
+            point_fields.clone(),
+            vec![
+                Arc::new(Float64Array::from(vec![48.5, 0.0])) as ArrayRef,
+                Arc::new(Float64Array::from(vec![2.25, 0.0])),
+            ],
+            Some(vec![true, false].into()),
+        );
+        let tags = ListArray::from_iter_primitive::<Int64Type, _, _>(vec![
+            Some(vec![Some(1), None, Some(3)]),
+            Some(vec![None]),
+        ]);
+        let words = {
+            let values = StringArray::from(vec![Some("a"), None, Some("b")]);
+            let offsets = arrow::buffer::OffsetBuffer::new(vec![0, 3, 3].into());
+            let field = Arc::new(Field::new("item", DataType::Utf8, true));
+            ListArray::new(field, offsets, Arc::new(values), None)
+        };
+        let columns: Vec<(&str, ArrayRef)> = vec![
+            (ROW_ID, Arc::new(UInt64Array::from(vec![7, 8]))),
+            ("_id", Arc::new(StringArray::from(vec!["id-7", "id-8"]))),
+            (
+                "s",
+                Arc::new(StringArray::from(vec![Some("Hello world"), None])),
+            ),
+            ("n", Arc::new(Int64Array::from(vec![Some(-3), Some(4)]))),
+            ("f", Arc::new(Float64Array::from(vec![Some(1.1), None]))),
+            (
+                "d",
+                Arc::new(
+                    Decimal128Array::from(vec![Some(12_345), None])
+                        .with_precision_and_scale(10, 2)
+                        .unwrap(),
+                ),
+            ),
+            ("b", Arc::new(BooleanArray::from(vec![Some(true), None]))),
+            (
+                "t",
+                Arc::new(TimestampMillisecondArray::from(vec![
+                    Some(1_700_000_000_123),
+                    None,
+                ])),
+            ),
+            (
+                "tn",
+                Arc::new(TimestampNanosecondArray::from(vec![
+                    Some(1_700_000_000_123_456_789),
+                    None,
+                ])),
+            ),
+            ("p", Arc::new(point)),
+            ("nums", Arc::new(tags)),
+            ("words", Arc::new(words)),
+            (
+                "addr",
+                Arc::new(StringArray::from(vec![Some("10.0.0.1"), None])),
+            ),
+        ];
+        let schema = Schema::new(
+            columns
+                .iter()
+                .map(|(name, column)| Field::new(*name, column.data_type().clone(), true))
+                .collect::<Vec<_>>(),
+        );
+        let batch = RecordBatch::try_new(
+            Arc::new(schema),
+            columns.into_iter().map(|(_, c)| c).collect(),
+        )
+        .unwrap();
+        let docs = DocsSchema {
+            ips: Arc::new(["addr".to_owned()].into()),
+            rounded: Arc::new([("f".to_owned(), Rounding::Single)].into()),
+            keyword_only: Arc::new(["_id".to_owned()].into()),
+            ..DocsSchema::new()
+        };
+        let (ids, fields) = (row_ids(&batch).unwrap(), docs.fields(&batch));
+        let made: Vec<serde_json::Value> = docs
+            .documents(ids, &fields)
+            .map(|d| serde_json::to_value(d.to_named_doc(&docs.schema)).unwrap())
+            .collect();
+
+        let object = |entries: Vec<(&str, OwnedValue)>| {
+            OwnedValue::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), v))
+                    .collect(),
+            )
+        };
+        let str = |s: &str| OwnedValue::Str(s.to_owned());
+        let mut first = TantivyDocument::new();
+        first.add_u64(docs.row_id, 7);
+        for text in ["Hello world", "a", "b", "10.0.0.1"] {
+            first.add_text(docs.all, text);
+        }
+        let sortable = super::super::ip::sortable(super::super::ip::number("10.0.0.1").unwrap());
+        first.add_field_value(docs.ip, &object(vec![("addr", OwnedValue::Str(sortable))]));
+        first.add_field_value(
+            docs.text,
+            &object(vec![
+                ("s", str("Hello world")),
+                ("words", OwnedValue::Array(vec![str("a"), str("b")])),
+                ("addr", str("10.0.0.1")),
+            ]),
+        );
+        first.add_field_value(
+            docs.keyword,
+            &object(vec![
+                ("_id", str("id-7")),
+                ("s", str("Hello world")),
+                ("n", OwnedValue::I64(-3)),
+                ("f", OwnedValue::F64(f64::from(1.1f32))),
+                ("d", OwnedValue::F64(123.45)),
+                ("b", OwnedValue::Bool(true)),
+                (
+                    "t",
+                    OwnedValue::Date(DateTime::from_timestamp_millis(1_700_000_000_123)),
+                ),
+                (
+                    "tn",
+                    OwnedValue::Date(DateTime::from_timestamp_nanos(1_700_000_000_123_456_789)),
+                ),
+                (
+                    "p",
+                    object(vec![
+                        ("lat", OwnedValue::F64(48.5)),
+                        ("lon", OwnedValue::F64(2.25)),
+                    ]),
+                ),
+                (
+                    "nums",
+                    OwnedValue::Array(vec![OwnedValue::I64(1), OwnedValue::I64(3)]),
+                ),
+                ("words", OwnedValue::Array(vec![str("a"), str("b")])),
+                ("addr", str("10.0.0.1")),
+            ]),
+        );
+        let mut second = TantivyDocument::new();
+        second.add_u64(docs.row_id, 8);
+        second.add_field_value(docs.text, &object(vec![]));
+        second.add_field_value(
+            docs.keyword,
+            &object(vec![("_id", str("id-8")), ("n", OwnedValue::I64(4))]),
+        );
+        let expected: Vec<serde_json::Value> = [first, second]
+            .iter()
+            .map(|d| serde_json::to_value(d.to_named_doc(&docs.schema)).unwrap())
+            .collect();
+        assert_eq!(made, expected);
+    }
 
     #[test]
     fn an_index_of_an_older_schema_is_not_opened_so_that_it_is_rebuilt() {
