@@ -294,6 +294,9 @@ pub struct TablesConfig {
     pub flush_age_ms: u64,
     /// The memtable's batches are merged into one once it holds this many.
     pub memtable_batches: usize,
+    /// A dataset nobody searches indexes its unflushed rows in the background, this many or
+    /// more at a time, and its flush copies those indexes; 0: its flush indexes them all.
+    pub index_rows: usize,
     /// A tier of small segments of about the same size is compacted once it has this many...
     pub compact_min_segments: usize,
     /// ...where small means fewer live rows than this.
@@ -319,6 +322,7 @@ impl Default for TablesConfig {
             flush_bytes: 64 << 20,
             flush_age_ms: 10_000,
             memtable_batches: 64,
+            index_rows: 8192,
             compact_min_segments: 8,
             small_segment_rows: 1 << 20,
             segment_page_bytes: strata_projections::table::DEFAULT_PAGE_BYTES,

@@ -116,6 +116,7 @@ impl Engine {
             flush_bytes: t.flush_bytes,
             flush_age: Duration::from_millis(t.flush_age_ms),
             memtable_batches: t.memtable_batches,
+            index_rows: t.index_rows,
             compact_min_segments: t.compact_min_segments,
             small_segment_rows: t.small_segment_rows,
             page_bytes: t.segment_page_bytes,

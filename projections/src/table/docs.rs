@@ -22,16 +22,19 @@
 //! columns are read as they were written: a segment from before a column changed type keeps its
 //! values under the old type, and queries look for both (see the Query DSL).
 
-use std::{collections::BTreeMap, path::Path, sync::Arc};
+use std::{collections::BTreeMap, io::Write, path::Path, sync::Arc};
 
 use arrow::array::RecordBatch;
 use roaring::RoaringTreemap;
 use tantivy::{
-    BitSet, DateTime, Index, IndexBuilder, IndexReader, IndexSettings, IndexWriter, Searcher,
-    SegmentReader, TantivyDocument,
+    BitSet, DateTime, Index, IndexBuilder, IndexMeta, IndexReader, IndexSettings, IndexWriter,
+    Searcher, SegmentReader, TantivyDocument,
     columnar::Column,
-    directory::{Directory, MmapDirectory, OwnedBytes, RamDirectory},
+    directory::{
+        Directory, ManagedDirectory, MmapDirectory, OwnedBytes, RamDirectory, TerminatingWrite,
+    },
     fastfield::{AliveBitSet, write_alive_bitset},
+    index::SegmentComponent,
     indexer::merge_filtered_segments,
     schema::{
         FAST, Field, IndexRecordOption, JsonObjectOptions, OwnedValue, Schema, TextFieldIndexing,
@@ -382,7 +385,7 @@ impl DocsSchema {
     /// from the memtable.
     pub(crate) fn build_in_dir(&self, dir: &Path, batch: &RecordBatch) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(index_error)?;
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let cores = cores();
         // Below a few thousand records a second thread costs more than it saves.
         if batch.num_rows() < 10_000 || cores == 1 {
             let directory = MmapDirectory::open(dir).map_err(index_error)?;
@@ -463,6 +466,95 @@ impl DocsSchema {
         Ok(built)
     }
 
+    /// Writes a segment's document index into `dir` from `parts` (built indexes of some of its
+    /// rows, each with the row ids deleted from it) and `rest` (the segment's other rows): the
+    /// tantivy segments of `parts` are copied as they are, file by file, each with an alive
+    /// bitset when rows of it are deleted, and `rest` is indexed as one more.
+    ///
+    /// A flush of rows indexed in the background takes their indexes so: a merge would read
+    /// and write every posting again, at about the cost of indexing the rows anew. The
+    /// segment's index then has several tantivy segments, as a Lucene index has between
+    /// merges; compaction merges them into one.
+    pub(crate) fn assembled_in_dir(
+        &self,
+        dir: &Path,
+        parts: &[(&DocsIndex, &RoaringTreemap)],
+        rest: &RecordBatch,
+    ) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(index_error)?;
+        let indexed = match rest.num_rows() {
+            0 => None,
+            // As in `build_in_dir`: below a few thousand records, on this thread.
+            n if n < 10_000 || cores() == 1 => Some(self.build_in_ram(rest)?),
+            _ => {
+                let index = Index::create_in_ram(self.schema.clone());
+                self.write(&index, rest, cores().clamp(1, 4))?;
+                Some(DocsIndex::of(index)?)
+            }
+        };
+        let none = RoaringTreemap::new();
+        let target = MmapDirectory::open(dir).map_err(index_error)?;
+        let mut segments = Vec::new();
+        for (index, deleted) in parts
+            .iter()
+            .copied()
+            .chain(indexed.iter().map(|i| (i, &none)))
+        {
+            let metas = index
+                .index
+                .searchable_segment_metas()
+                .map_err(index_error)?;
+            let source = index.index.directory();
+            for (reader, row_ids) in index.searcher.segment_readers().iter().zip(&*index.row_ids) {
+                let meta = metas
+                    .iter()
+                    .find(|m| m.id() == reader.segment_id())
+                    .ok_or_else(|| index_error("a searched segment the index does not hold"))?;
+                let alive = alive_bitset(reader, row_ids, deleted)?;
+                if alive
+                    .as_ref()
+                    .is_some_and(|(_, gone)| *gone == reader.max_doc())
+                {
+                    continue;
+                }
+                for component in SEGMENT_FILES {
+                    let path = meta.relative_path(component);
+                    // A segment has no file of a component it holds nothing of.
+                    if !source.exists(&path).map_err(index_error)? {
+                        continue;
+                    }
+                    // As stored, with tantivy's footer (which reading a file drops).
+                    let bytes = source.atomic_read(&path).map_err(index_error)?;
+                    write_file(&target, &path, &bytes)?;
+                }
+                let meta = match alive {
+                    Some((bitset, gone)) => {
+                        let meta = meta.clone().with_delete_meta(gone, 0);
+                        // Written through tantivy's own directory, which adds the footer.
+                        let managed = ManagedDirectory::wrap(Box::new(target.clone()))
+                            .map_err(index_error)?;
+                        write_file(
+                            &managed,
+                            &meta.relative_path(SegmentComponent::Delete),
+                            &bitset,
+                        )?;
+                        meta
+                    }
+                    None => meta.clone(),
+                };
+                segments.push(meta);
+            }
+        }
+        let mut meta = IndexMeta::with_schema(self.schema.clone());
+        meta.segments = segments;
+        let mut json = serde_json::to_vec_pretty(&meta).map_err(index_error)?;
+        json.push(b'\n');
+        target.sync_directory().map_err(index_error)?;
+        target
+            .atomic_write(Path::new("meta.json"), &json)
+            .map_err(index_error)
+    }
+
     /// [`Self::merged`] into a new index in `dir` (a segment's).
     pub(crate) fn merged_in_dir(
         &self,
@@ -483,21 +575,58 @@ fn alive_docs(
     row_ids: &Column<u64>,
     deleted: &RoaringTreemap,
 ) -> Result<Option<AliveBitSet>> {
+    Ok(alive_bitset(reader, row_ids, deleted)?.map(|(bytes, _)| AliveBitSet::open(bytes)))
+}
+
+/// The alive bitset (in tantivy's file format) of a tantivy segment without the documents
+/// of the rows in `deleted` (nor those tantivy itself deleted), and how many documents are
+/// gone; `None` when none is.
+fn alive_bitset(
+    reader: &SegmentReader,
+    row_ids: &Column<u64>,
+    deleted: &RoaringTreemap,
+) -> Result<Option<(OwnedBytes, u32)>> {
     if deleted.is_empty() && reader.alive_bitset().is_none() {
         return Ok(None);
     }
     let max = reader.max_doc();
     let mut alive = BitSet::with_max_value_and_full(max);
+    let mut gone = 0;
     for doc in 0..max {
-        let gone =
-            reader.is_deleted(doc) || row_ids.first(doc).is_some_and(|id| deleted.contains(id));
-        if gone {
+        if reader.is_deleted(doc) || row_ids.first(doc).is_some_and(|id| deleted.contains(id)) {
             alive.remove(doc);
+            gone += 1;
         }
+    }
+    if gone == 0 {
+        return Ok(None);
     }
     let mut bytes = Vec::new();
     write_alive_bitset(&alive, &mut bytes).map_err(index_error)?;
-    Ok(Some(AliveBitSet::open(OwnedBytes::new(bytes))))
+    Ok(Some((OwnedBytes::new(bytes), gone)))
+}
+
+/// The machine's cores.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+/// The files of a tantivy segment that [`DocsSchema::assembled_in_dir`] copies (its alive
+/// bitset is written anew).
+const SEGMENT_FILES: [SegmentComponent; 6] = [
+    SegmentComponent::Postings,
+    SegmentComponent::Positions,
+    SegmentComponent::Terms,
+    SegmentComponent::Store,
+    SegmentComponent::FastFields,
+    SegmentComponent::FieldNorms,
+];
+
+/// Writes `bytes` as the file `path` of `dir`, synced.
+fn write_file(dir: &dyn Directory, path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut file = dir.open_write(path).map_err(index_error)?;
+    file.write_all(bytes).map_err(index_error)?;
+    file.terminate().map_err(index_error)
 }
 
 /// The sortable form of an IP field's address, or addresses (see [`super::ip`]).

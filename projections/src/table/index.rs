@@ -181,13 +181,13 @@ impl IndexSpec {
     }
 
     /// Builds the indexes of segment `seq` from its rows (in the table schema, sorted). With
-    /// `docs`, the document indexes of those rows' batches or segments (each with the row ids
-    /// deleted from it) are merged into the segment's rather than its rows indexed again.
+    /// `docs`, the document indexes built already over those rows are taken into the
+    /// segment's rather than their rows indexed again.
     pub(crate) fn build(
         &self,
         seq: u64,
         rows: &RecordBatch,
-        docs: Option<&[(&DocsIndex, &RoaringTreemap)]>,
+        docs: Option<DocsParts<'_>>,
     ) -> Result<SegmentIndex> {
         let dir = self.segment_dir(seq);
         let building = self.dir.join(format!("{seq:012}.building"));
@@ -218,7 +218,7 @@ impl IndexSpec {
         &self,
         building: &Path,
         rows: &RecordBatch,
-        docs: Option<&[(&DocsIndex, &RoaringTreemap)]>,
+        docs: Option<DocsParts<'_>>,
     ) -> Result<Option<SegmentVectors>> {
         let started = std::time::Instant::now();
         if let Some(text) = self.segment_text() {
@@ -226,7 +226,12 @@ impl IndexSpec {
         }
         let text_us = started.elapsed().as_micros();
         match (&self.docs, docs) {
-            (Some(schema), Some(parts)) => schema.merged_in_dir(&building.join(DOCS_DIR), parts)?,
+            (Some(schema), Some(DocsParts::Merged(parts))) => {
+                schema.merged_in_dir(&building.join(DOCS_DIR), parts)?
+            }
+            (Some(schema), Some(DocsParts::Copied(parts, rest))) => {
+                schema.assembled_in_dir(&building.join(DOCS_DIR), parts, rest)?
+            }
             (Some(schema), None) => schema.build_in_dir(&building.join(DOCS_DIR), rows)?,
             (None, _) => {}
         }
@@ -253,7 +258,7 @@ impl IndexSpec {
             .transpose()?;
         tracing::debug!(
             rows = rows.num_rows(),
-            merged = docs.is_some(),
+            docs = docs.map_or("indexed", DocsParts::how),
             text_us,
             docs_us,
             rows_us,
@@ -341,6 +346,27 @@ fn sync_dir(dir: &Path) -> Result<()> {
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(index_error)
+}
+
+/// Document indexes built already over the rows of a new segment (see [`IndexSpec::build`]),
+/// each with the row ids deleted from it.
+#[derive(Clone, Copy)]
+pub(crate) enum DocsParts<'a> {
+    /// Of every row: merged into one (a compaction's, or a flush of small batches').
+    Merged(&'a [(&'a DocsIndex, &'a RoaringTreemap)]),
+    /// Of some rows: copied as they are, and the other rows, these, indexed (a flush's; see
+    /// [`DocsSchema::assembled_in_dir`]).
+    Copied(&'a [(&'a DocsIndex, &'a RoaringTreemap)], &'a RecordBatch),
+}
+
+impl DocsParts<'_> {
+    /// How the segment's document index is made, for its log line.
+    fn how(self) -> &'static str {
+        match self {
+            DocsParts::Merged(_) => "merged",
+            DocsParts::Copied(..) => "copied",
+        }
+    }
 }
 
 /// A segment's opened indexes. Once retired with its segment, its directory is removed when the

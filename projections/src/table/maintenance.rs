@@ -15,7 +15,7 @@ use thread_priority::{ThreadPriority, ThreadPriorityValue, set_current_thread_pr
 use super::{
     Flushing, MemBatch, Shared, State, TableOptions,
     docs::DocsIndex,
-    index::{IndexSpec, SegmentIndex},
+    index::{DocsParts, IndexSpec, SegmentIndex},
     manifest::{Manifest, SegmentEntry, bitmap_from_text, bitmap_to_text},
     rows::row_ids,
     rows::{ROW_ID, arrow_error},
@@ -180,24 +180,39 @@ pub(super) fn due(state: &State, options: &TableOptions) -> bool {
             .is_some_and(|since| since.elapsed() >= options.flush_age)
 }
 
+/// Takes the memtable as the next flush's: its batches, the checkpoint it reflects and the
+/// number of the segment it becomes.
+fn freeze(state: &mut State) -> (Vec<MemBatch>, super::Checkpoint, u64) {
+    let batches = std::mem::take(&mut state.memtable);
+    state.memtable_rows = 0;
+    state.memtable_bytes = 0;
+    state.memtable_since = None;
+    let seq = state.next_segment;
+    state.next_segment += 1;
+    let checkpoint = state.applied;
+    state.flushing = Some(Flushing {
+        batches: batches.clone(),
+        checkpoint,
+    });
+    (batches, checkpoint, seq)
+}
+
 async fn flush_frozen(shared: &Arc<Shared>) -> Result<()> {
-    let (frozen, checkpoint, seq) = {
-        let mut state = shared.state.lock();
-        if state.flushing.is_some() || state.memtable.is_empty() {
-            return Ok(());
+    let (frozen, checkpoint, seq) = loop {
+        {
+            let mut state = shared.state.lock();
+            if state.flushing.is_some() || state.memtable.is_empty() {
+                state.freezing = false;
+                return Ok(());
+            }
+            // A background merge (or indexing) of the memtable's batches is waited for, and
+            // no other starts meanwhile: its work would be lost, and done again here.
+            state.freezing = state.merging;
+            if !state.merging {
+                break freeze(&mut state);
+            }
         }
-        let batches = std::mem::take(&mut state.memtable);
-        state.memtable_rows = 0;
-        state.memtable_bytes = 0;
-        state.memtable_since = None;
-        let seq = state.next_segment;
-        state.next_segment += 1;
-        let checkpoint = state.applied;
-        state.flushing = Some(Flushing {
-            batches: batches.clone(),
-            checkpoint,
-        });
-        (batches, checkpoint, seq)
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     };
     let written = match write_segment(shared, seq, frozen.clone()).await {
         Ok(written) => written,
@@ -274,13 +289,41 @@ async fn write_segment(
     let vectors = batches.iter().fold(RoaringTreemap::new(), |acc, b| {
         acc | (&*b.vectors - &*b.deleted)
     });
-    // The batches' document indexes, when every one is built, are merged into the segment's.
-    let docs: Option<Vec<BuiltDocs>> = batches
-        .iter()
-        .map(|b| Some((b.docs.lock().clone()?, b.deleted.clone())))
-        .collect();
+    // The batches' document indexes: the big ones' copied into the segment's (the rest of
+    // the rows indexed), or, when every one is built and none is big, merged.
+    let built: Vec<Option<DocsIndex>> = batches.iter().map(|b| b.docs.lock().clone()).collect();
+    let mut copied = Vec::new();
+    let mut rest = Vec::new();
+    for (i, (batch, docs)) in batches.iter().zip(&built).enumerate() {
+        match docs {
+            Some(docs)
+                // A smaller batch's rows are indexed again with the rest: a merge of its
+                // index would cost about as much.
+                if copied.len() < COPIED_PARTS
+                    && shared.options.index_rows > 0
+                    && docs.searcher.num_docs() >= shared.options.index_rows as u64 =>
+            {
+                copied.push((docs.clone(), batch.deleted.clone()));
+            }
+            _ => rest.push(i),
+        }
+    }
+    let all: Option<Vec<BuiltDocs>> = if copied.is_empty() {
+        batches
+            .iter()
+            .zip(built)
+            .map(|(b, docs)| Some((docs?, b.deleted.clone())))
+            .collect()
+    } else {
+        None
+    };
     let encoded = blocking(shared, move || {
         let live: Vec<RecordBatch> = batches.iter().map(MemBatch::live).collect::<Result<_>>()?;
+        let docs = match all {
+            Some(all) => Built::All(all),
+            None if copied.is_empty() => Built::None,
+            None => Built::Some(copied, rest.iter().map(|&i| live[i].clone()).collect()),
+        };
         let index = index.as_deref().map(|i| (i, seq, docs));
         sorted_parquet(&schema, &live, index, page_bytes)
     })
@@ -350,9 +393,24 @@ fn sorted_parquet(
 /// an older segment's), with the row ids deleted from it since.
 type BuiltDocs = (DocsIndex, Arc<RoaringTreemap>);
 
+/// The document indexes built already over a new segment's rows.
+enum Built {
+    /// None: the rows are indexed.
+    None,
+    /// Of every row (older segments', or small memtable batches'): merged.
+    All(Vec<BuiltDocs>),
+    /// Of the rows of some memtable batches (the big ones): copied as they are, and the
+    /// live rows of the other batches, these, indexed.
+    Some(Vec<BuiltDocs>, Vec<RecordBatch>),
+}
+
+/// Most memtable batches' indexes copied into one segment's: each is a tantivy segment that
+/// every query of the segment reads, until a compaction merges them.
+const COPIED_PARTS: usize = 12;
+
 /// What a new segment's indexes are made of: the table's index spec, the segment's number,
-/// and the document indexes of all its rows when they are built already (to be merged).
-type SegmentIndexing<'a> = (&'a IndexSpec, u64, Option<Vec<BuiltDocs>>);
+/// and the document indexes built already over its rows.
+type SegmentIndexing<'a> = (&'a IndexSpec, u64, Built);
 
 fn encode_segment(
     schema: &arrow_schema::SchemaRef,
@@ -393,12 +451,25 @@ fn encode_segment(
         });
         let index = match index {
             Some((spec, seq, docs)) => {
-                let parts: Option<Vec<_>> = docs.as_ref().map(|d| {
-                    d.iter()
+                let parts: Vec<_> = match &docs {
+                    Built::None => Vec::new(),
+                    Built::All(parts) | Built::Some(parts, _) => parts
+                        .iter()
                         .map(|(index, deleted)| (index, &**deleted))
-                        .collect()
-                });
-                spec.build(seq, &sorted, parts.as_deref()).map(Some)
+                        .collect(),
+                };
+                let rest = match &docs {
+                    Built::Some(_, rest) => {
+                        Some(compute::concat_batches(schema, rest).map_err(arrow_error)?)
+                    }
+                    _ => None,
+                };
+                let docs = match (&docs, &rest) {
+                    (Built::All(_), _) => Some(DocsParts::Merged(&parts)),
+                    (Built::Some(..), Some(rest)) => Some(DocsParts::Copied(&parts, rest)),
+                    _ => None,
+                };
+                spec.build(seq, &sorted, docs).map(Some)
             }
             None => Ok(None),
         };
@@ -529,6 +600,7 @@ async fn merge(shared: &Arc<Shared>, seq: u64, inputs: &[Segment]) -> Result<Opt
                 live.push(super::rows::conform(&schema, &batch)?);
             }
         }
+        let docs = docs.map_or(Built::None, Built::All);
         sorted_parquet(
             &schema,
             &live,

@@ -1,4 +1,4 @@
-//! Merging the memtable of a table with a document index, in the background.
+//! Merging the memtable of a table with a document index, and indexing it, in the background.
 //!
 //! A memtable is many small batches (one per write); past `memtable_batches` of them they are
 //! merged, so that a snapshot stays short. A data-plane table merges in place as it applies
@@ -19,6 +19,12 @@
 //!   them meanwhile: then the work is dropped), with the rows deleted during the merge marked
 //!   deleted in it. Readers see it at the next write or the next maintenance tick, when the
 //!   table's published snapshot is refreshed, as after a flush.
+//!
+//! A dataset nobody searches lately (a bulk load's) indexes its batches here too, and no
+//! longer as they are applied: the oldest batches not indexed, once they hold `index_rows`
+//! rows (see [`super::TableOptions`]), are merged into one and its rows indexed, a job at a time. Indexed batches are not
+//! merged again; the flush copies their indexes into its segment's. A flush waits for the
+//! running job (and no other starts) before it takes the memtable, rather than drop its work.
 
 use std::sync::Arc;
 
@@ -32,13 +38,30 @@ pub(super) fn in_background(shared: &Shared) -> bool {
     shared.index.as_ref().is_some_and(|i| i.docs.is_some())
 }
 
-/// Starts a background merge if the memtable is long enough and none is running.
+/// Starts a background merge, or indexing, if the memtable calls for one and none is running
+/// (nor a flush is waiting to take the memtable).
 pub(super) fn start(shared: &Arc<Shared>, state: &mut State) {
-    if state.merging || state.memtable.len() <= shared.options.memtable_batches {
+    if state.merging || state.freezing {
         return;
     }
-    let parts = tier(&state.memtable);
-    if parts.len() < 2 {
+    let indexing = indexing(shared);
+    let (parts, index) = match indexing
+        .then(|| to_index(&state.memtable, shared.options.index_rows))
+        .flatten()
+    {
+        Some(parts) => (parts, true),
+        None if state.memtable.len() <= shared.options.memtable_batches => return,
+        None => {
+            // While indexing, built batches stay as they are: the newest unbuilt ones merge.
+            let from = if indexing {
+                unbuilt(&state.memtable)
+            } else {
+                0
+            };
+            (tier(&state.memtable[from..]), false)
+        }
+    };
+    if parts.len() < 2 && !index {
         return;
     }
     state.merging = true;
@@ -46,7 +69,7 @@ pub(super) fn start(shared: &Arc<Shared>, state: &mut State) {
     shared.runtime.clone().spawn(async move {
         let merged = tokio::task::spawn_blocking({
             let shared = shared.clone();
-            move || maintenance::low_priority(|| build(&shared, &parts).map(|m| (parts, m)))
+            move || maintenance::low_priority(|| build(&shared, &parts, index).map(|m| (parts, m)))
         })
         .await;
         let mut state = shared.state.lock();
@@ -67,6 +90,44 @@ pub(super) fn start(shared: &Arc<Shared>, state: &mut State) {
     });
 }
 
+/// Whether the memtable's rows are indexed in the background, a run of batches at a time: a
+/// dataset's that nobody searched lately (else each batch is indexed as it is applied; see
+/// [`super::SearchedAt`]).
+///
+/// Its flush then finds most of its rows indexed already and copies their indexes into the
+/// segment's (see [`super::docs::DocsSchema::assembled_in_dir`]), where it would index them
+/// all at once. The indexing starts with the first rows a bulk load sends, on the core its
+/// requests leave idle, at a low priority.
+fn indexing(shared: &Shared) -> bool {
+    shared.options.index_rows > 0
+        && shared
+            .index
+            .as_ref()
+            .is_some_and(|i| i.docs.is_some() && !i.index_at_apply())
+}
+
+/// Where the batches after the newest built one begin.
+fn unbuilt(memtable: &[MemBatch]) -> usize {
+    memtable
+        .iter()
+        .rposition(|b| b.docs.lock().is_some())
+        .map_or(0, |i| i + 1)
+}
+
+/// The oldest batches not indexed after the newest that is, to index as one: at least `rows`
+/// rows (whole batches, up to about four times as many: a flush waits for a running job
+/// before it takes the memtable), else none yet.
+fn to_index(memtable: &[MemBatch], least: usize) -> Option<Vec<MemBatch>> {
+    let from = unbuilt(memtable);
+    let mut rows = 0;
+    let mut to = from;
+    while to < memtable.len() && rows < least * 4 {
+        rows += memtable[to].batch.num_rows();
+        to += 1;
+    }
+    (rows >= least).then(|| memtable[from..to].to_vec())
+}
+
 /// The newest batches to merge: taken from the newest back while each older one holds no more
 /// rows than those taken so far.
 fn tier(memtable: &[MemBatch]) -> Vec<MemBatch> {
@@ -84,8 +145,9 @@ fn tier(memtable: &[MemBatch]) -> Vec<MemBatch> {
 }
 
 /// The live rows of `parts` as one batch, its text tail and its document index built: the
-/// parts' own indexes merged when every one is built, else its rows indexed.
-fn build(shared: &Shared, parts: &[MemBatch]) -> Result<MemBatch> {
+/// parts' own indexes merged when every one is built, else its rows indexed (when `index`, or
+/// the dataset is searched).
+fn build(shared: &Shared, parts: &[MemBatch], index: bool) -> Result<MemBatch> {
     let batch = concat(parts)?;
     let built: Option<Vec<_>> = parts
         .iter()
@@ -99,7 +161,7 @@ fn build(shared: &Shared, parts: &[MemBatch]) -> Result<MemBatch> {
         }
         // Built here, so that no search waits for it, while the dataset is searched; else
         // left to the first search or the flush (see `SearchedAt`).
-        _ if shared.index.as_ref().is_some_and(|i| i.index_at_apply()) => {
+        _ if index || shared.index.as_ref().is_some_and(|i| i.index_at_apply()) => {
             batch.docs_index(shared.index.as_deref())?;
         }
         _ => {}

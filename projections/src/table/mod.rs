@@ -81,6 +81,10 @@ pub struct TableOptions {
     pub flush_age: Duration,
     /// Merge the memtable's batches into one once it holds this many.
     pub memtable_batches: usize,
+    /// A dataset nobody searches indexes its memtable in the background, this many rows at
+    /// least (whole batches, up to four times as many) at a time; a flush copies the index of
+    /// a batch of at least this many rows into its segment's (see [`merge`]). 0: neither.
+    pub index_rows: usize,
     /// Compact once this many segments are small...
     pub compact_min_segments: usize,
     /// ...where small means fewer rows than this.
@@ -108,6 +112,7 @@ impl Default for TableOptions {
             flush_bytes: 64 << 20,
             flush_age: Duration::from_secs(10),
             memtable_batches: 64,
+            index_rows: 8192,
             compact_min_segments: 8,
             small_segment_rows: 1 << 20,
             page_bytes: segment::DEFAULT_PAGE_BYTES,
@@ -297,6 +302,8 @@ struct State {
     flushing: Option<Flushing>,
     /// A background merge of the memtable's batches is running (see [`merge`]).
     merging: bool,
+    /// A flush waits for that merge to end, to take the memtable: no other starts.
+    freezing: bool,
     segments: Vec<Segment>,
     next_segment: u64,
     compacting: bool,
@@ -374,6 +381,7 @@ impl TableProjection {
             memtable_since: None,
             flushing: None,
             merging: false,
+            freezing: false,
             segments: Vec::new(),
             next_segment: 1,
             compacting: false,

@@ -53,6 +53,14 @@ fn table() -> Arc<TableDef> {
     })
 }
 
+/// The table of [`table`] as a platform dataset (with a document index).
+fn dataset() -> Arc<TableDef> {
+    Arc::new(TableDef {
+        dataset: true,
+        ..(*table()).clone()
+    })
+}
+
 fn batch(rows: &[Row]) -> RecordBatch {
     let mut vectors = FixedSizeListBuilder::new(Float32Builder::new(), 2);
     for (_, n, has) in rows {
@@ -518,10 +526,7 @@ proptest! {
     /// index built there: what a document search finds matches the model too.
     #[test]
     fn a_datasets_documents_read_back_what_a_model_holds(ops in prop::collection::vec(op(), 1..40)) {
-        let dataset = Arc::new(TableDef {
-            dataset: true,
-            ..(*table()).clone()
-        });
+        let dataset = dataset();
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -946,10 +951,7 @@ async fn a_metrics_table_keeps_its_series_in_the_memtable_segments_and_compactio
 /// builds it. Rows deleted meanwhile stay deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_datasets_memtable_merges_in_the_background_with_its_index_built() {
-    let dataset = Arc::new(TableDef {
-        dataset: true,
-        ..(*table()).clone()
-    });
+    let dataset = dataset();
     let options = TableOptions {
         flush_rows: 1_000_000,
         memtable_batches: 4,
@@ -1059,10 +1061,7 @@ async fn a_memtables_size_counts_the_indexes_over_its_rows() {
 /// that have none. Every search finds every live row either way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unsearched_dataset_indexes_its_rows_when_searched_or_flushed() {
-    let dataset = Arc::new(TableDef {
-        dataset: true,
-        ..(*table()).clone()
-    });
+    let dataset = dataset();
     let options = TableOptions {
         flush_rows: 1_000_000,
         memtable_batches: 1_000,
@@ -1107,6 +1106,102 @@ async fn an_unsearched_dataset_indexes_its_rows_when_searched_or_flushed() {
     let flushed = other.snapshot();
     assert_eq!((flushed.segments.len(), flushed.memtable.len()), (1, 0));
     assert_eq!(documents(&flushed), (0..40).collect::<Vec<_>>());
+}
+
+/// A dataset nobody searches indexes its batches in the background, `index_rows` rows or more
+/// at a time, and its flush copies those indexes into its segment's as they are: the segment's
+/// index is then several tantivy segments, with the rows deleted from them marked deleted.
+/// Searches find every live row after the flush, after a restart (which opens the copied index
+/// from its files) and after a compaction (which merges such indexes into one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsearched_datasets_rows_are_indexed_in_the_background_and_copied_by_its_flush() {
+    let dataset = dataset();
+    let options = TableOptions {
+        flush_rows: 1_000_000,
+        memtable_batches: 1_000,
+        index_rows: 30,
+        compact_min_segments: 2,
+        ..TableOptions::default()
+    };
+    let mut harness = Harness::of(dataset.clone(), options.clone()).await;
+    let handle = harness.handle.clone().unwrap();
+    for i in 0..10 {
+        harness.write(ten_rows(i)).await;
+    }
+    let unbuilt = |snapshot: &TableSnapshot| -> usize {
+        let memtable = snapshot.memtable.iter();
+        memtable
+            .filter(|m| m.docs.lock().is_none())
+            .map(|m| m.batch.num_rows())
+            .sum()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while unbuilt(&handle.snapshot()) >= 30 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no background indexing"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let snapshot = handle.snapshot();
+    assert!(!snapshot.index.as_ref().unwrap().index_at_apply());
+    let indexed = snapshot.memtable.iter().filter(|m| m.docs.lock().is_some());
+    assert!(indexed.clone().all(|m| m.batch.num_rows() >= 30));
+    assert!(indexed.count() >= 2, "{:?}", snapshot.memtable);
+
+    let gone = [0, 41, 55, 99];
+    harness
+        .write(Body::RowsDeleted(RowsDeleted {
+            table_id: "t1".into(),
+            row_ids: gone.to_vec(),
+            vector_count: 0,
+        }))
+        .await;
+    handle.flush().await.unwrap();
+    let live: Vec<u64> = (0..100).filter(|id| !gone.contains(id)).collect();
+    let tantivy_segments = |snapshot: &TableSnapshot| -> Vec<usize> {
+        let segments = snapshot.segments.iter();
+        segments
+            .map(|s| {
+                let docs = s.index.as_ref().unwrap().docs.as_ref().unwrap();
+                docs.searcher.segment_readers().len()
+            })
+            .collect()
+    };
+    let flushed = handle.snapshot();
+    assert_eq!((flushed.segments.len(), flushed.memtable.len()), (1, 0));
+    let [copied] = tantivy_segments(&flushed)[..] else {
+        panic!("one segment");
+    };
+    assert!(copied >= 2, "the batches' indexes copied, not merged");
+    assert_eq!(documents(&flushed), live);
+
+    harness.restart().await;
+    assert_eq!(tantivy_segments(&harness.snapshot()), [copied], "opened");
+    assert_eq!(documents(&harness.snapshot()), live, "after a restart");
+
+    harness.write(ten_rows(10)).await;
+    let handle = harness.handle.clone().unwrap();
+    handle.flush().await.unwrap();
+    handle.compact().await.unwrap();
+    let compacted = handle.snapshot();
+    assert_eq!(
+        tantivy_segments(&compacted),
+        [1],
+        "merged by the compaction"
+    );
+    let mut all = live.clone();
+    all.extend(100..110);
+    assert_eq!(documents(&compacted), all);
+
+    // A flush while a background job runs waits for it, and loses nothing.
+    let busy = Harness::of(dataset, options).await;
+    let handle = busy.handle.clone().unwrap();
+    for i in 0..10 {
+        busy.write(ten_rows(i)).await;
+    }
+    handle.flush().await.unwrap();
+    assert_eq!(documents(&handle.snapshot()), (0..100).collect::<Vec<_>>());
 }
 
 /// A dataset nobody has searched keeps no exact-match map of its batches either: a lookup
@@ -1265,10 +1360,7 @@ async fn writers_find_room_once_flushes_catch_up() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_within_a_kept_filter_are_found_once_per_snapshot() {
     use tantivy::{Term, query::TermQuery, schema::IndexRecordOption};
-    let dataset = Arc::new(TableDef {
-        dataset: true,
-        ..(*table()).clone()
-    });
+    let dataset = dataset();
     let harness = Harness::of(dataset, small()).await;
     let append = |first: u64, count: u64| {
         let rows: Vec<Row> = (first..first + count)
