@@ -20,11 +20,12 @@
 //!   deleted in it. Readers see it at the next write or the next maintenance tick, when the
 //!   table's published snapshot is refreshed, as after a flush.
 //!
-//! A dataset nobody searches lately (a bulk load's) indexes its batches here too, and no
-//! longer as they are applied: the oldest batches not indexed, once they hold `index_rows`
-//! rows (see [`super::TableOptions`]), are merged into one and its rows indexed, a job at a time. Indexed batches are not
-//! merged again; the flush copies their indexes into its segment's. A flush waits for the
-//! running job (and no other starts) before it takes the memtable, rather than drop its work.
+//! A dataset nobody searches lately (a bulk load's) indexes its batches here too, as it does
+//! not index them as they are applied: the oldest batches not indexed, once they hold
+//! `index_rows` rows (see [`super::TableOptions`]), are merged into one and its rows indexed,
+//! a job at a time. Indexed batches are not merged again; the flush copies their indexes into
+//! its segment's. A flush waits for the running job (and no other starts) before it takes the
+//! memtable, rather than drop its work.
 
 use std::sync::Arc;
 
@@ -114,7 +115,7 @@ fn unbuilt(memtable: &[MemBatch]) -> usize {
         .map_or(0, |i| i + 1)
 }
 
-/// The oldest batches not indexed after the newest that is, to index as one: at least `rows`
+/// The oldest batches not indexed after the newest that is, to index as one: at least `least`
 /// rows (whole batches, up to about four times as many: a flush waits for a running job
 /// before it takes the memtable), else none yet.
 fn to_index(memtable: &[MemBatch], least: usize) -> Option<Vec<MemBatch>> {
