@@ -116,6 +116,30 @@ fn docs_dirs(dir: &std::path::Path) -> usize {
         .sum()
 }
 
+/// The files under `dir` whose names end in `.{extension}`, in a `docs` directory (a
+/// segment's document index) at any depth, but not in an index being built.
+fn docs_files(dir: &std::path::Path, extension: &str) -> usize {
+    if dir.extension().is_some_and(|e| e == "building") {
+        return 0;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let in_docs = dir.file_name().is_some_and(|n| n == "docs");
+    entries
+        .flatten()
+        .map(|entry| {
+            let path = entry.path();
+            if path.is_dir() {
+                docs_files(&path, extension)
+            } else {
+                let named = path.extension().is_some_and(|e| e == extension);
+                usize::from(in_docs && named)
+            }
+        })
+        .sum()
+}
+
 /// Writes `first` to `dataset` through `_bulk` and waits until a segment holds them (the
 /// server's `tables.flush_rows` is their count), then writes `second`, which stays in the
 /// memtable.
@@ -2612,4 +2636,96 @@ async fn the_id_is_a_keyword_in_segments_and_the_memtable() {
         found(json!({"ids": {"values": ["web-5"]}})).await,
         named(&[])
     );
+}
+
+/// A dataset nobody searches indexes its records in the background as a bulk load comes in
+/// (`tables.index_rows` at a time), and its flush copies those indexes into the segment's:
+/// the segment's document index holds several tantivy segments, and an alive bitset for the
+/// records deleted and replaced before the flush. Searches then find each live record once.
+#[tokio::test]
+async fn a_bulk_loads_records_are_indexed_in_the_background_and_copied_by_the_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = [
+        "--set",
+        "tables.index_rows=20",
+        "--set",
+        "tables.flush_rows=230",
+    ];
+    let server = Server::start(dir.path(), &settings);
+    let client = Signed::new(&server, &root_user(dir.path(), "acme"));
+    let record = |i: usize| {
+        [
+            json!({"index": {"_id": format!("r{i}")}}),
+            json!({"message": format!("record {i} loaded"), "n": i}),
+        ]
+    };
+    let bulk = |lines: Vec<Value>| {
+        let client = &client;
+        async move {
+            let written = client.send_ndjson("POST", "/load/_bulk", &lines).await;
+            assert_eq!(written.status, 200, "{written:?}");
+            assert_eq!(written.body["errors"], false, "{written:?}");
+        }
+    };
+    for first in (0..200).step_by(20) {
+        bulk((first..first + 20).flat_map(record).collect()).await;
+    }
+    // A record deleted and one replaced, both among the first indexed, then the rest: 230
+    // rows (the replaced record's two versions) make the flush.
+    bulk(vec![
+        json!({"delete": {"_id": "r5"}}),
+        json!({"index": {"_id": "r17"}}),
+        json!({"message": "record 17 changed", "n": 17}),
+    ])
+    .await;
+    bulk((200..229).flat_map(record).collect()).await;
+    let indexes = dir.path().join("indexes");
+    let flushed = || {
+        let indexes = indexes.clone();
+        async move { docs_files(&indexes, "idx") > 0 }
+    };
+    assert!(
+        common::eventually(30, flushed).await,
+        "no segment was flushed"
+    );
+    assert_eq!(docs_dirs(&indexes), 1, "one segment");
+    let tantivy_segments = docs_files(&indexes, "idx");
+    assert!(
+        tantivy_segments >= 2,
+        "{tantivy_segments} tantivy segment(s)"
+    );
+    assert!(docs_files(&indexes, "del") >= 1, "no alive bitset");
+
+    let search = |query: Value| {
+        let client = &client;
+        async move {
+            let body = json!({"query": query, "size": 300});
+            let answer = client.send("POST", "/load/_search", Some(&body)).await;
+            assert_eq!(answer.status, 200, "{body}: {answer:?}");
+            let hits = answer.body["hits"]["hits"].as_array().unwrap().clone();
+            assert_eq!(answer.body["hits"]["total"]["value"], hits.len(), "{body}");
+            hits.iter()
+                .map(|hit| hit["_id"].as_str().unwrap().to_owned())
+                .collect::<Vec<String>>()
+        }
+    };
+    let mut every = search(json!({"match_all": {}})).await;
+    every.sort();
+    let mut expected: Vec<String> = (0..229)
+        .filter(|i| *i != 5)
+        .map(|i| format!("r{i}"))
+        .collect();
+    expected.sort();
+    assert_eq!(every, expected, "each live record once");
+    assert_eq!(
+        search(json!({"match": {"message": "changed"}})).await,
+        ["r17"]
+    );
+    assert_eq!(
+        search(json!({"match_phrase": {"message": "record 17"}})).await,
+        ["r17"]
+    );
+    assert!(search(json!({"term": {"n": 5}})).await.is_empty());
+    let counted = client.send("GET", "/load/_count", None).await;
+    assert_eq!(counted.body["count"], 228, "{counted:?}");
 }
