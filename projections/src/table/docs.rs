@@ -480,6 +480,7 @@ impl DocsSchema {
         dir: &Path,
         parts: &[(&DocsIndex, &RoaringTreemap)],
         rest: &RecordBatch,
+        pending: Option<&super::index::Pending<'_>>,
     ) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(index_error)?;
         let indexed = match rest.num_rows() {
@@ -492,14 +493,15 @@ impl DocsSchema {
                 Some(DocsIndex::of(index)?)
             }
         };
+        // Then the part being built elsewhere meanwhile.
+        let pending = pending.map(|wait| wait()).transpose()?;
         let none = RoaringTreemap::new();
         let target = MmapDirectory::open(dir).map_err(index_error)?;
         let mut segments = Vec::new();
-        for (index, deleted) in parts
-            .iter()
-            .copied()
+        let sources = (parts.iter().copied())
             .chain(indexed.iter().map(|i| (i, &none)))
-        {
+            .chain(pending.iter().map(|(i, deleted)| (i, &**deleted)));
+        for (index, deleted) in sources {
             let metas = index
                 .index
                 .searchable_segment_metas()

@@ -229,8 +229,8 @@ impl IndexSpec {
             (Some(schema), Some(DocsParts::Merged(parts))) => {
                 schema.merged_in_dir(&building.join(DOCS_DIR), parts)?
             }
-            (Some(schema), Some(DocsParts::Copied(parts, rest))) => {
-                schema.assembled_in_dir(&building.join(DOCS_DIR), parts, rest)?
+            (Some(schema), Some(DocsParts::Copied(parts, rest, pending))) => {
+                schema.assembled_in_dir(&building.join(DOCS_DIR), parts, rest, pending)?
             }
             (Some(schema), None) => schema.build_in_dir(&building.join(DOCS_DIR), rows)?,
             (None, _) => {}
@@ -355,16 +355,25 @@ pub(crate) enum DocsParts<'a> {
     /// Of every row: merged into one (a compaction's, or a flush of small batches').
     Merged(&'a [(&'a DocsIndex, &'a RoaringTreemap)]),
     /// Of some rows: copied as they are, and the other rows, these, indexed (a flush's; see
-    /// [`DocsSchema::assembled_in_dir`]).
-    Copied(&'a [(&'a DocsIndex, &'a RoaringTreemap)], &'a RecordBatch),
+    /// [`DocsSchema::assembled_in_dir`]); and one more part, given once the other rows are
+    /// indexed (a running background job's).
+    Copied(
+        &'a [(&'a DocsIndex, &'a RoaringTreemap)],
+        &'a RecordBatch,
+        Option<&'a Pending<'a>>,
+    ),
 }
+
+/// A part of a segment's document index that another thread is building: waits for it.
+pub(crate) type Pending<'a> = dyn Fn() -> Result<super::maintenance::BuiltDocs> + Sync + 'a;
 
 impl DocsParts<'_> {
     /// How the segment's document index is made, for its log line.
     fn how(self) -> &'static str {
         match self {
             DocsParts::Merged(_) => "merged",
-            DocsParts::Copied(..) => "copied",
+            DocsParts::Copied(_, _, None) => "copied",
+            DocsParts::Copied(_, _, Some(_)) => "copied, with a running job's",
         }
     }
 }

@@ -17,6 +17,7 @@ use super::{
     docs::DocsIndex,
     index::{DocsParts, IndexSpec, SegmentIndex},
     manifest::{Manifest, SegmentEntry, bitmap_from_text, bitmap_to_text},
+    merge,
     rows::row_ids,
     rows::{ROW_ID, arrow_error},
     segment::{self, Segment, TableStore},
@@ -198,23 +199,17 @@ fn freeze(state: &mut State) -> (Vec<MemBatch>, super::Checkpoint, u64) {
 }
 
 async fn flush_frozen(shared: &Arc<Shared>) -> Result<()> {
-    let (frozen, checkpoint, seq) = loop {
-        {
-            let mut state = shared.state.lock();
-            if state.flushing.is_some() || state.memtable.is_empty() {
-                state.freezing = false;
-                return Ok(());
-            }
-            // A background merge (or indexing) of the memtable's batches is waited for, and
-            // no other starts meanwhile: its work would be lost, and done again here.
-            state.freezing = state.merging;
-            if !state.merging {
-                break freeze(&mut state);
-            }
+    let ((frozen, checkpoint, seq), job) = {
+        let mut state = shared.state.lock();
+        if state.flushing.is_some() || state.memtable.is_empty() {
+            return Ok(());
         }
-        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        // The background indexing job running now indexes some of the batches taken: the
+        // segment takes its result (see `merge::Job`).
+        let job = state.job.clone();
+        (freeze(&mut state), job)
     };
-    let written = match write_segment(shared, seq, frozen.clone()).await {
+    let written = match write_segment(shared, seq, frozen.clone(), job).await {
         Ok(written) => written,
         Err(error) => {
             // Put the rows back in front of what arrived meanwhile; the next flush retries.
@@ -282,6 +277,7 @@ async fn write_segment(
     shared: &Arc<Shared>,
     seq: u64,
     batches: Vec<MemBatch>,
+    job: Option<Arc<merge::Job>>,
 ) -> Result<Option<Segment>> {
     let schema = shared.schema.clone();
     let index = shared.index.clone();
@@ -292,9 +288,24 @@ async fn write_segment(
     // The batches' document indexes: the big ones' copied into the segment's (the rest of
     // the rows indexed), or, when every one is built and none is big, merged.
     let built: Vec<Option<DocsIndex>> = batches.iter().map(|b| b.docs.lock().clone()).collect();
+    let same = |a: &MemBatch, b: &MemBatch| Arc::ptr_eq(&a.ids, &b.ids);
+    // The running job's batches, when they are among these (they are unless an earlier flush
+    // took them): indexed by the job, whose result the segment takes.
+    let adopted: Option<(Arc<merge::Job>, Vec<MemBatch>)> = job.and_then(|job| {
+        let taken: Option<Vec<MemBatch>> = (job.parts.iter())
+            .map(|part| batches.iter().find(|b| same(b, part)).cloned())
+            .collect();
+        Some((job, taken?))
+    });
     let mut copied = Vec::new();
     let mut rest = Vec::new();
     for (i, (batch, docs)) in batches.iter().zip(&built).enumerate() {
+        if adopted
+            .as_ref()
+            .is_some_and(|(_, taken)| taken.iter().any(|t| same(t, batch)))
+        {
+            continue;
+        }
         match docs {
             Some(docs)
                 // A smaller batch's rows are indexed again with the rest: a merge of its
@@ -308,7 +319,7 @@ async fn write_segment(
             _ => rest.push(i),
         }
     }
-    let all: Option<Vec<BuiltDocs>> = if copied.is_empty() {
+    let all: Option<Vec<BuiltDocs>> = if copied.is_empty() && adopted.is_none() {
         batches
             .iter()
             .zip(built)
@@ -319,10 +330,14 @@ async fn write_segment(
     };
     let encoded = blocking(shared, move || {
         let live: Vec<RecordBatch> = batches.iter().map(MemBatch::live).collect::<Result<_>>()?;
-        let docs = match all {
-            Some(all) => Built::All(all),
-            None if copied.is_empty() => Built::None,
-            None => Built::Some(copied, rest.iter().map(|&i| live[i].clone()).collect()),
+        let docs = match (all, adopted) {
+            (Some(all), _) => Built::All(all),
+            (None, None) if copied.is_empty() => Built::None,
+            (None, adopted) => Built::Some(
+                copied,
+                rest.iter().map(|&i| live[i].clone()).collect(),
+                adopted.map(|(job, taken)| Adopted { job, taken }),
+            ),
         };
         let index = index.as_deref().map(|i| (i, seq, docs));
         sorted_parquet(&schema, &live, index, page_bytes)
@@ -391,7 +406,7 @@ fn sorted_parquet(
 
 /// A document index built already over some of a new segment's rows (a memtable batch's or
 /// an older segment's), with the row ids deleted from it since.
-type BuiltDocs = (DocsIndex, Arc<RoaringTreemap>);
+pub(super) type BuiltDocs = (DocsIndex, Arc<RoaringTreemap>);
 
 /// The document indexes built already over a new segment's rows.
 enum Built {
@@ -400,8 +415,33 @@ enum Built {
     /// Of every row (older segments', or small memtable batches'): merged.
     All(Vec<BuiltDocs>),
     /// Of the rows of some memtable batches (the big ones): copied as they are, and the
-    /// live rows of the other batches, these, indexed.
-    Some(Vec<BuiltDocs>, Vec<RecordBatch>),
+    /// live rows of the other batches, these, indexed; and the batches of a running
+    /// background indexing job, whose result is taken once it ends.
+    Some(Vec<BuiltDocs>, Vec<RecordBatch>, Option<Adopted>),
+}
+
+/// A running background indexing job whose batches a flush took.
+struct Adopted {
+    job: Arc<merge::Job>,
+    /// The job's batches as the flush took them (rows deleted since the job took them).
+    taken: Vec<MemBatch>,
+}
+
+impl Adopted {
+    /// Waits for the job: its index, with the rows deleted from its batches between the job's
+    /// start and the flush's (those deleted before are not in it; those deleted after are
+    /// the segment's tombstones).
+    fn wait(&self) -> Result<BuiltDocs> {
+        let built = self.job.wait()?;
+        let docs = built.docs.lock().clone().ok_or_else(|| {
+            Error::Index("a background indexing job ended without an index".to_owned())
+        })?;
+        let mut deleted = RoaringTreemap::new();
+        for (now, then) in self.taken.iter().zip(&self.job.parts) {
+            deleted |= &*now.deleted - &*then.deleted;
+        }
+        Ok((docs, Arc::new(deleted)))
+    }
 }
 
 /// Most memtable batches' indexes copied into one segment's: each is a tantivy segment that
@@ -453,20 +493,31 @@ fn encode_segment(
             Some((spec, seq, docs)) => {
                 let parts: Vec<_> = match &docs {
                     Built::None => Vec::new(),
-                    Built::All(parts) | Built::Some(parts, _) => parts
+                    Built::All(parts) | Built::Some(parts, ..) => parts
                         .iter()
                         .map(|(index, deleted)| (index, &**deleted))
                         .collect(),
                 };
                 let rest = match &docs {
-                    Built::Some(_, rest) => {
+                    Built::Some(_, rest, _) => {
                         Some(compute::concat_batches(schema, rest).map_err(arrow_error)?)
                     }
                     _ => None,
                 };
+                let adopted = match &docs {
+                    Built::Some(_, _, Some(adopted)) => Some(adopted),
+                    _ => None,
+                };
+                let pending = adopted.map(|a| move || a.wait());
                 let docs = match (&docs, &rest) {
                     (Built::All(_), _) => Some(DocsParts::Merged(&parts)),
-                    (Built::Some(..), Some(rest)) => Some(DocsParts::Copied(&parts, rest)),
+                    (Built::Some(..), Some(rest)) => Some(DocsParts::Copied(
+                        &parts,
+                        rest,
+                        pending
+                            .as_ref()
+                            .map(|p| p as &(dyn Fn() -> Result<BuiltDocs> + Sync)),
+                    )),
                     _ => None,
                 };
                 spec.build(seq, &sorted, docs).map(Some)

@@ -24,25 +24,55 @@
 //! not index them as they are applied: the oldest batches not indexed, once they hold
 //! `index_rows` rows (see [`super::TableOptions`]), are merged into one and its rows indexed,
 //! a job at a time. Indexed batches are not merged again; the flush copies their indexes into
-//! its segment's. A flush waits for the running job (and no other starts) before it takes the
-//! memtable, rather than drop its work.
+//! its segment's, and takes a running job's result with the job's batches (see [`Job`]).
 
 use std::sync::Arc;
 
 use roaring::RoaringTreemap;
 
+use parking_lot::{Condvar, Mutex};
+
 use super::{MemBatch, Shared, State, maintenance, rows};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Whether `shared`'s memtable merges here rather than in place.
 pub(super) fn in_background(shared: &Shared) -> bool {
     shared.index.as_ref().is_some_and(|i| i.docs.is_some())
 }
 
-/// Starts a background merge, or indexing, if the memtable calls for one and none is running
-/// (nor a flush is waiting to take the memtable).
+/// A background indexing job: the batches it indexes and, once it ends, the batch it built.
+/// A flush that takes the batches while the job runs takes the job's result with them (see
+/// [`maintenance`]): it indexes its other rows meanwhile, rather than wait for the job before
+/// it takes the memtable, or drop the job's work and index its rows again.
+pub(super) struct Job {
+    /// The batches, as they were when the job took them.
+    pub(super) parts: Vec<MemBatch>,
+    built: Mutex<Option<std::result::Result<MemBatch, String>>>,
+    ended: Condvar,
+}
+
+impl Job {
+    /// Waits for the job to end: the live rows of its batches as one batch, indexed.
+    pub(super) fn wait(&self) -> Result<MemBatch> {
+        let mut built = self.built.lock();
+        loop {
+            match &*built {
+                Some(Ok(batch)) => return Ok(batch.clone()),
+                Some(Err(error)) => return Err(Error::Index(error.clone())),
+                None => self.ended.wait(&mut built),
+            }
+        }
+    }
+
+    fn end(&self, built: std::result::Result<MemBatch, String>) {
+        *self.built.lock() = Some(built);
+        self.ended.notify_all();
+    }
+}
+
+/// Starts a background merge, or indexing, if the memtable calls for one and none is running.
 pub(super) fn start(shared: &Arc<Shared>, state: &mut State) {
-    if state.merging || state.freezing {
+    if state.merging {
         return;
     }
     let indexing = indexing(shared);
@@ -66,15 +96,35 @@ pub(super) fn start(shared: &Arc<Shared>, state: &mut State) {
         return;
     }
     state.merging = true;
+    let job = index.then(|| {
+        Arc::new(Job {
+            parts: parts.clone(),
+            built: Mutex::new(None),
+            ended: Condvar::new(),
+        })
+    });
+    state.job = job.clone();
     let shared = shared.clone();
     shared.runtime.clone().spawn(async move {
         let merged = tokio::task::spawn_blocking({
-            let shared = shared.clone();
-            move || maintenance::low_priority(|| build(&shared, &parts, index).map(|m| (parts, m)))
+            let (shared, job) = (shared.clone(), job.clone());
+            move || {
+                let built = maintenance::low_priority(|| build(&shared, &parts, index));
+                // Ended here, on the job's own thread: a flush waiting for it does not
+                // depend on this task being polled again.
+                if let Some(job) = &job {
+                    job.end(match &built {
+                        Ok(batch) => Ok(batch.clone()),
+                        Err(error) => Err(error.to_string()),
+                    });
+                }
+                built.map(|m| (parts, m))
+            }
         })
         .await;
         let mut state = shared.state.lock();
         state.merging = false;
+        state.job = None;
         match merged {
             Ok(Ok((parts, merged))) => {
                 install(&shared, &mut state, &parts, merged);

@@ -302,8 +302,8 @@ struct State {
     flushing: Option<Flushing>,
     /// A background merge of the memtable's batches is running (see [`merge`]).
     merging: bool,
-    /// A flush waits for that merge to end, to take the memtable: no other starts.
-    freezing: bool,
+    /// The background indexing job running, if one is (see [`merge::Job`]).
+    job: Option<Arc<merge::Job>>,
     segments: Vec<Segment>,
     next_segment: u64,
     compacting: bool,
@@ -381,7 +381,7 @@ impl TableProjection {
             memtable_since: None,
             flushing: None,
             merging: false,
-            freezing: false,
+            job: None,
             segments: Vec::new(),
             next_segment: 1,
             compacting: false,

@@ -1204,6 +1204,66 @@ async fn an_unsearched_datasets_rows_are_indexed_in_the_background_and_copied_by
     assert_eq!(documents(&handle.snapshot()), (0..100).collect::<Vec<_>>());
 }
 
+/// A flush that comes while a background indexing job runs takes the job's batches and, once
+/// the job ends, its index, without indexing those rows again; rows deleted from them while
+/// the job ran are deleted in the segment's index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// The lock is held across writes on purpose: it holds the job back while the flush comes.
+#[allow(clippy::await_holding_lock)]
+async fn a_flush_takes_the_index_of_a_running_background_job() {
+    let options = TableOptions {
+        flush_rows: 1_000_000,
+        memtable_batches: 1_000,
+        index_rows: 30,
+        ..TableOptions::default()
+    };
+    let harness = Harness::of(dataset(), options).await;
+    let handle = harness.handle.clone().unwrap();
+    for i in 0..2 {
+        harness.write(ten_rows(i)).await;
+    }
+    // The job, started by the third batch, waits on the first batch's text tail while this
+    // holds it (it merges the tails of the batches it takes; nothing else reads it here).
+    let first = handle.snapshot().memtable[0].text.clone();
+    let held = first.lock();
+    harness.write(ten_rows(2)).await;
+    harness
+        .write(Body::RowsDeleted(RowsDeleted {
+            table_id: "t1".into(),
+            row_ids: vec![3, 24],
+            vector_count: 0,
+        }))
+        .await;
+    let flush = tokio::spawn({
+        let handle = handle.clone();
+        async move { handle.flush().await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!flush.is_finished(), "the flush waits for the job's index");
+    // It took the memtable without waiting: a batch written now is not the segment's.
+    harness.write(ten_rows(3)).await;
+    drop(held);
+    flush.await.unwrap().unwrap();
+    let flushed = handle.snapshot();
+    assert_eq!((flushed.segments.len(), flushed.memtable.len()), (1, 1));
+    assert_eq!(flushed.segments[0].rows, 28);
+    let docs = flushed.segments[0]
+        .index
+        .as_ref()
+        .unwrap()
+        .docs
+        .clone()
+        .unwrap();
+    assert_eq!(
+        docs.searcher.segment_readers().len(),
+        1,
+        "the job's index alone"
+    );
+    assert_eq!(docs.searcher.num_docs(), 28);
+    let live: Vec<u64> = (0..40).filter(|id| ![3, 24].contains(id)).collect();
+    assert_eq!(documents(&flushed), live);
+}
+
 /// A dataset nobody has searched keeps no exact-match map of its batches either: a lookup
 /// builds the maps of the batches it reads, and finds every live row; a searched dataset builds
 /// them as its rows are applied.
