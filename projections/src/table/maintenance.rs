@@ -235,10 +235,7 @@ async fn flush_frozen(shared: &Arc<Shared>) -> Result<()> {
         };
         if let Some(mut segment) = written {
             // Tombstones that reached the frozen batches while the file was being written.
-            let mut later = RoaringTreemap::new();
-            for (now, then) in flushing.batches.iter().zip(&frozen) {
-                later |= &*now.deleted - &*then.deleted;
-            }
+            let later = MemBatch::deleted_since(&flushing.batches, &frozen);
             segment.deleted = Arc::new(later & &*segment.ids);
             state.segments.push(segment);
         }
@@ -436,12 +433,14 @@ impl Adopted {
         let docs = built.docs.lock().clone().ok_or_else(|| {
             Error::Index("a background indexing job ended without an index".to_owned())
         })?;
-        let mut deleted = RoaringTreemap::new();
-        for (now, then) in self.taken.iter().zip(&self.job.parts) {
-            deleted |= &*now.deleted - &*then.deleted;
-        }
+        let deleted = MemBatch::deleted_since(&self.taken, &self.job.parts);
         Ok((docs, Arc::new(deleted)))
     }
+}
+
+/// `parts` as [`DocsParts`] takes them.
+fn refs(parts: &[BuiltDocs]) -> Vec<(&DocsIndex, &RoaringTreemap)> {
+    parts.iter().map(|(i, deleted)| (i, &**deleted)).collect()
 }
 
 /// Most memtable batches' indexes copied into one segment's: each is a tantivy segment that
@@ -491,22 +490,14 @@ fn encode_segment(
         });
         let index = match index {
             Some((spec, seq, docs)) => {
-                let parts: Vec<_> = match &docs {
-                    Built::None => Vec::new(),
-                    Built::All(parts) | Built::Some(parts, ..) => parts
-                        .iter()
-                        .map(|(index, deleted)| (index, &**deleted))
-                        .collect(),
-                };
-                let rest = match &docs {
-                    Built::Some(_, rest, _) => {
-                        Some(compute::concat_batches(schema, rest).map_err(arrow_error)?)
-                    }
-                    _ => None,
-                };
-                let adopted = match &docs {
-                    Built::Some(_, _, Some(adopted)) => Some(adopted),
-                    _ => None,
+                let (parts, rest, adopted) = match &docs {
+                    Built::None => (Vec::new(), None, None),
+                    Built::All(parts) => (refs(parts), None, None),
+                    Built::Some(parts, rest, adopted) => (
+                        refs(parts),
+                        Some(compute::concat_batches(schema, rest).map_err(arrow_error)?),
+                        adopted.as_ref(),
+                    ),
                 };
                 let pending = adopted.map(|a| move || a.wait());
                 let docs = match (&docs, &rest) {

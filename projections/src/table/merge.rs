@@ -273,10 +273,7 @@ fn install(shared: &Shared, state: &mut State, parts: &[MemBatch], mut merged: M
         return; // flushed meanwhile
     };
     // Rows deleted while the merge ran are in the merged batch: delete them there.
-    let mut later = RoaringTreemap::new();
-    for (now, then) in state.memtable[at..at + parts.len()].iter().zip(parts) {
-        later |= &*now.deleted - &*then.deleted;
-    }
+    let later = MemBatch::deleted_since(&state.memtable[at..at + parts.len()], parts);
     merged.deleted = Arc::new(later & &*merged.ids);
     let replaced: Vec<MemBatch> = state
         .memtable

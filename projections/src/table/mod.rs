@@ -238,6 +238,17 @@ impl MemBatch {
         Ok(built.clone())
     }
 
+    /// The rows deleted from batches `now` since they were `then` (the same batches, taken
+    /// earlier, in the same order): the tombstones a background job carries over to what it
+    /// made of them.
+    pub(crate) fn deleted_since(now: &[MemBatch], then: &[MemBatch]) -> RoaringTreemap {
+        let mut later = RoaringTreemap::new();
+        for (now, then) in now.iter().zip(then) {
+            later |= &*now.deleted - &*then.deleted;
+        }
+        later
+    }
+
     /// The batch without its deleted rows.
     pub fn live(&self) -> Result<RecordBatch> {
         if self.deleted.is_empty() {
