@@ -7,6 +7,12 @@ mod generated {
 
 pub use generated::*;
 
+/// The compiled descriptor set of protos/strata/v1/events.proto (a `google.protobuf.
+/// FileDescriptorSet`, encoded), as this build compiled it: what tools that read messages by
+/// reflection take, and what log/tests/proto_contract.rs holds against the frozen descriptor set
+/// committed beside the .proto.
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/strata.v1.binpb"));
+
 use envelope::Body;
 
 use crate::{Error, PartitionId, Result};
