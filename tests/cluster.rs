@@ -12,7 +12,6 @@ mod common;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    path::Path,
     sync::{
         Arc,
         atomic::{AtomicBool, AtomicU64, Ordering},
@@ -20,52 +19,12 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{Client, Server, account_with_key, eventually, kafka_env};
+use common::{
+    Client, account_with_key,
+    cluster::{account_served_by, members, node, see_each_other, sees, two_nodes},
+    eventually,
+};
 use serde_json::{Value, json};
-
-/// How long a node counts another after its latest heartbeat, in these tests.
-const LEASE_MS: u64 = 1_500;
-
-/// Starts node `name` on `dir`, in the cluster of the log `log_env` names.
-fn node(dir: &Path, name: &str, log_env: &[(&'static str, String)]) -> Server {
-    let node_id = format!("cluster.node_id={name}");
-    let lease = format!("cluster.lease_ms={LEASE_MS}");
-    Server::start_with(
-        dir,
-        &[
-            "--set",
-            &node_id,
-            "--set",
-            "cluster.heartbeat_ms=200",
-            "--set",
-            &lease,
-            "--set",
-            "tables.flush_rows=50",
-            // One seal key for the cluster: users' secrets are sealed with it in the log.
-            "--set",
-            "platform.seal_key=5eb1a7e5eb1a7e5eb1a7e5eb1a7e5eb1a7e5eb1a7e5eb1a7e5eb1a7e5eb1a7e5",
-        ],
-        log_env,
-    )
-}
-
-/// The members a node sees, by name.
-async fn members(server: &Server) -> Vec<String> {
-    let health = server.anonymous().get("/health").await;
-    health.body["members"]
-        .as_array()
-        .map(|members| {
-            members
-                .iter()
-                .map(|m| m["node"].as_str().unwrap().to_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-async fn sees(server: &Server, expected: &[&str]) -> bool {
-    members(server).await == expected
-}
 
 fn events_table() -> Value {
     json!({
@@ -148,22 +107,6 @@ async fn writer(
     (acknowledged, first_after)
 }
 
-/// The root user of an account whose `default` database (where its datasets live) node `owner`
-/// serves, creating accounts until one is; its dataset `records` is made.
-async fn account_served_by(dir: &Path, node: &Server, owner: &str) -> common::Credentials {
-    for i in 0..16 {
-        let root = common::root_user(dir, &format!("tenant{i}"));
-        let created = common::Signed::new(node, &root)
-            .send("PUT", "/records", None)
-            .await;
-        assert_eq!(created.status, 200, "{created:?}");
-        if created.node.as_deref() == Some(owner) {
-            return root;
-        }
-    }
-    panic!("none of 16 accounts' default database is served by {owner}");
-}
-
 /// One bulk writer: five records a request, each with its own `n` and no `_id` (so a request
 /// applied twice would show as two records of one `n`), alternating between the nodes, until
 /// told to stop; returns the `n`s whose items were acknowledged, and how many of them were
@@ -204,19 +147,7 @@ async fn bulk_writer(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_killed_owners_databases_move_to_the_other_node_with_every_acknowledged_row() {
     let root = tempfile::tempdir().unwrap();
-    let log_env = kafka_env(&root.path().join("log"));
-    let (dir_a, dir_b) = (root.path().join("a"), root.path().join("b"));
-    let mut a = node(&dir_a, "a", &log_env);
-    let b = node(&dir_b, "b", &log_env);
-    assert!(
-        eventually(20, || async {
-            sees(&a, &["a", "b"]).await && sees(&b, &["a", "b"]).await
-        })
-        .await,
-        "the nodes did not see each other: {:?} {:?}",
-        members(&a).await,
-        members(&b).await
-    );
+    let (log_env, [dir_a, _], mut a, b) = two_nodes(root.path()).await;
 
     // A key created through a's admin socket works through b at once.
     let key = account_with_key(&dir_a, "acme", None);
@@ -299,7 +230,7 @@ async fn a_killed_owners_databases_move_to_the_other_node_with_every_acknowledge
     }
 
     // Bulk records of an account whose datasets a serves.
-    let tenant = account_served_by(&dir_a, &a, "a").await;
+    let (_, tenant) = account_served_by(&dir_a, &a, "a").await;
     let tenant_clients = vec![
         common::Signed::new(&a, &tenant),
         common::Signed::new(&b, &tenant),
@@ -413,13 +344,7 @@ async fn a_killed_owners_databases_move_to_the_other_node_with_every_acknowledge
 
     // a comes back: its databases move back to it, with the rows b took meanwhile.
     let a = node(&dir_a, "a", &log_env);
-    assert!(
-        eventually(20, || async {
-            sees(&a, &["a", "b"]).await && sees(&b, &["a", "b"]).await
-        })
-        .await,
-        "a did not rejoin"
-    );
+    see_each_other(&a, &b).await;
     let via_a = a.client(&key);
     for name in &owned_by_a {
         let ids = &acknowledged[name];
@@ -477,16 +402,7 @@ async fn planned_times(client: &common::Signed, id: &str) -> Vec<String> {
 #[tokio::test]
 async fn monitors_run_once_on_the_node_that_serves_the_account_and_move_with_it() {
     let root = tempfile::tempdir().unwrap();
-    let log_env = kafka_env(&root.path().join("log"));
-    let (dir_a, dir_b) = (root.path().join("a"), root.path().join("b"));
-    let a = node(&dir_a, "a", &log_env);
-    let b = node(&dir_b, "b", &log_env);
-    assert!(
-        eventually(20, || async {
-            sees(&a, &["a", "b"]).await && sees(&b, &["a", "b"]).await
-        })
-        .await
-    );
+    let (_, [dir_a, _], a, b) = two_nodes(root.path()).await;
     let credentials = common::root_user(&dir_a, "acme");
     let (platform_a, platform_b) = (
         common::Signed::new(&a, &credentials),

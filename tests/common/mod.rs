@@ -13,6 +13,8 @@ use std::{
 
 use serde_json::Value;
 
+pub mod cluster;
+
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_strata")
 }
