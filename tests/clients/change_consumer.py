@@ -187,7 +187,8 @@ def consume_kafka(brokers, topic_regex, group, state_path, stop_after=None):
             topics = {t for t in consumer.list_topics(timeout=5).topics if pattern.match(t)}
             if {t for t, _ in assigned} == topics:  # every topic is assigned and read
                 save()
-                consumer.commit(asynchronous=False)
+                if records % 10 != 0:  # else the last commit has them all already
+                    consumer.commit(asynchronous=False)
                 break
     consumer.close()
     print(f"kafka consumer: {records} records, {len(state['applied'])} applied, "
