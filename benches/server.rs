@@ -30,8 +30,15 @@ pub fn in_scratch<F: std::future::Future<Output = ()>>(
 }
 
 /// Runs an admin command of the strata binary on the data directory `dir`; its output.
+#[allow(dead_code)]
 pub fn admin(dir: &Path, args: &[&str]) -> String {
+    admin_with(dir, args, &[])
+}
+
+/// [`admin`] with environment variables (a log backend, say).
+pub fn admin_with(dir: &Path, args: &[&str], env: &[(&str, String)]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .args(args)
         .arg("--data-dir")
         .arg(dir)
@@ -58,17 +65,28 @@ pub struct Server {
 
 impl Server {
     pub fn start(dir: &Path, extra: &[&str]) -> Server {
-        let run = |args: &[&str]| admin(dir, args);
+        Server::start_with(dir, extra, &[])
+    }
+
+    /// [`Server::start`] with environment variables for the server and its admin commands:
+    /// `STRATA_LOG_BACKEND=kafka` and its brokers, say, which every command on `dir` needs.
+    pub fn start_with(dir: &Path, extra: &[&str], env: &[(&str, String)]) -> Server {
+        let run = |args: &[&str]| admin_with(dir, args, env);
         run(&["accounts", "create", "bench"]);
         run(&["accounts", "set-payment-method", "bench"]);
         let key = run(&["keys", "create", "--account", "bench"])
             .trim()
             .to_owned();
-        Server::resume(dir, key, extra)
+        Server::resume_with(dir, key, extra, env)
     }
 
     /// Starts a server again on a directory `start` prepared, with the same key.
+    #[allow(dead_code)]
     pub fn resume(dir: &Path, key: String, extra: &[&str]) -> Server {
+        Server::resume_with(dir, key, extra, &[])
+    }
+
+    fn resume_with(dir: &Path, key: String, extra: &[&str], env: &[(&str, String)]) -> Server {
         // Another build of the server (one with `--features system-allocator`, say).
         let bin = std::env::var("STRATA_BENCH_BIN")
             .unwrap_or_else(|_| env!("CARGO_BIN_EXE_strata").to_owned());
@@ -78,6 +96,7 @@ impl Server {
             command.env("LD_PRELOAD", preload);
         }
         let child = command
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .args([
                 "serve",
                 "--data-addr",
