@@ -55,7 +55,7 @@ use rdkafka::{
 use serde_json::{Value, json};
 use server::Server;
 use strata_log::{Envelope, PartitionId, envelope::Body};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 #[derive(Parser)]
 struct Args {
@@ -135,15 +135,18 @@ type Receipts = mpsc::UnboundedReceiver<(u64, Instant)>;
 
 /// Follows the table's topic, reporting each append's first row id as it arrives; the size of
 /// the first record it sees goes to `size`.
-fn follow_topic(brokers: &str, topic: &str, size: mpsc::UnboundedSender<usize>) -> Receipts {
+fn follow_topic(brokers: &str, topic: &str, size: oneshot::Sender<usize>) -> Receipts {
     let consumer = consumer_at_end(brokers, topic);
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         let mut stream = consumer.stream();
+        let mut size = Some(size);
         while let Some(Ok(message)) = stream.next().await {
             let at = Instant::now();
             let payload = message.payload().unwrap_or_default();
-            let _ = size.send(payload.len());
+            if let Some(size) = size.take() {
+                let _ = size.send(payload.len());
+            }
             if let Ok(Envelope {
                 body: Some(Body::RowsAppended(rows)),
                 ..
@@ -338,13 +341,12 @@ fn main() {
             .await;
         let topic =
             strata_log::topic_name(&prefix, &PartitionId::table("bench", "bench", "events"));
-        let (size_tx, mut size_rx) = mpsc::unbounded_channel();
+        let (size_tx, size_rx) = oneshot::channel();
         let mut kafka = follow_topic(&args.brokers, &topic, size_tx);
         let mut sse = follow_sse(&server).await;
         // A first append, received by both, sizes the raw path's records.
-        let warm = strata_run(&server, &http, &mut kafka, &mut sse, 20).await;
-        drop(warm);
-        let size = size_rx.recv().await.unwrap();
+        strata_run(&server, &http, &mut kafka, &mut sse, 20).await;
+        let size = size_rx.await.unwrap();
 
         let mut pairs: Vec<(Run, Run)> = Vec::new();
         for _ in 0..args.pairs.max(1) {
